@@ -1,0 +1,61 @@
+"""onnxrt: an ONNX inference runtime in Python with onnxruntime's API and pluggable
+execution providers. ``import onnxrt as ort`` and use it as onnxruntime."""
+
+from __future__ import annotations
+
+from onnxrt.errors import (EPFail, Fail, InvalidArgument, InvalidGraph, InvalidProtobuf,
+                           ModelLoaded, NoModel, NoSuchFile, NotFound, NotImplemented,
+                           OnnxRuntimeError, RunCanceled, RuntimeException, EngineError)
+from onnxrt.framework.device import Device
+from onnxrt.framework.kernel import KernelDef, KernelRegistry, NodeInfo
+from onnxrt.framework.provider import ExecutionProvider
+from onnxrt.framework.registry import (get_all_providers, get_available_providers,
+                                       register_execution_provider)
+from onnxrt.options import (ExecutionMode, ExecutionOrder, GraphOptimizationLevel,
+                            OrtAllocatorType, OrtMemType, RunOptions, SessionOptions)
+from onnxrt.session import InferenceSession
+from onnxrt.values import IOBinding, ModelMetadata, NodeArg, OrtDevice, OrtValue
+
+__version__ = "0.1.0"
+version = __version__
+
+__all__ = [
+    "InferenceSession", "SessionOptions", "RunOptions", "GraphOptimizationLevel",
+    "ExecutionMode", "ExecutionOrder", "OrtAllocatorType", "OrtMemType", "OrtValue",
+    "IOBinding", "NodeArg", "ModelMetadata", "OrtDevice", "Device", "ExecutionProvider",
+    "KernelRegistry", "KernelDef", "NodeInfo", "register_execution_provider",
+    "get_all_providers", "get_available_providers", "get_device", "get_version_string",
+    "get_build_info", "set_seed", "set_default_logger_severity",
+    "Fail", "InvalidArgument", "NoSuchFile", "NoModel", "InvalidProtobuf", "InvalidGraph",
+    "NotImplemented", "RuntimeException", "EPFail", "ModelLoaded", "NotFound",
+    "OnnxRuntimeError", "RunCanceled", "EngineError", "__version__",
+]
+
+
+def get_device() -> str:
+    """The default device of this build, as onnxruntime reports it ("CPU")."""
+    return "CPU"
+
+
+def get_version_string() -> str:
+    return __version__
+
+
+def get_build_info() -> str:
+    import numpy
+
+    return f"onnxrt {__version__}, numpy {numpy.__version__}"
+
+
+def set_seed(seed: int) -> None:
+    """Seed the random ops that have no ``seed`` attribute."""
+    from onnxrt.providers.cpu import random_state
+
+    random_state.set_seed(seed)
+
+
+_LOG_SEVERITY = [2]
+
+
+def set_default_logger_severity(level: int) -> None:
+    _LOG_SEVERITY[0] = int(level)

@@ -1,0 +1,90 @@
+"""Exception classes with onnxruntime's names that also subclass the natural Python type.
+
+onnxruntime raises ``onnxruntime.capi.onnxruntime_pybind11_state.<Name>``; code that catches
+those names, or the built-in types, works unchanged with these.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "OnnxRuntimeError",
+    "Fail",
+    "InvalidArgument",
+    "NoSuchFile",
+    "NoModel",
+    "EngineError",
+    "RuntimeException",
+    "InvalidProtobuf",
+    "ModelLoaded",
+    "NotImplemented",
+    "InvalidGraph",
+    "EPFail",
+    "ModelLoadCanceled",
+    "ModelRequiresCompilation",
+    "NotFound",
+    "RunCanceled",
+]
+
+
+class OnnxRuntimeError(Exception):
+    """Base class of every error onnxrt raises on purpose."""
+
+
+class Fail(OnnxRuntimeError, RuntimeError):
+    """A generic failure (onnxruntime's FAIL status)."""
+
+
+class InvalidArgument(OnnxRuntimeError, ValueError):
+    """A bad argument: unknown input name, wrong type, rank or shape, bad option."""
+
+
+class NoSuchFile(OnnxRuntimeError, FileNotFoundError):
+    """The model path (or an external data file) does not exist."""
+
+
+class NoModel(OnnxRuntimeError, ValueError):
+    """No model was given, or the model has no graph."""
+
+
+class EngineError(OnnxRuntimeError, RuntimeError):
+    """An internal engine error."""
+
+
+class RuntimeException(OnnxRuntimeError, RuntimeError):
+    """A failure while running: a kernel raised, or a value was invalid at run time."""
+
+
+class InvalidProtobuf(OnnxRuntimeError, ValueError):
+    """The model bytes are not a valid ONNX protobuf (garbage, truncated)."""
+
+
+class ModelLoaded(OnnxRuntimeError, RuntimeError):
+    """The model was already loaded."""
+
+
+class NotImplemented(OnnxRuntimeError, NotImplementedError):  # noqa: A001 - onnxruntime's name
+    """An op, opset, domain or type that onnxrt does not implement."""
+
+
+class InvalidGraph(OnnxRuntimeError, ValueError):
+    """The graph is malformed: unknown value names, cycles, bad attributes, IR or opset errors."""
+
+
+class EPFail(OnnxRuntimeError, RuntimeError):
+    """An execution provider could not be created or failed, and the policy says to raise."""
+
+
+class ModelLoadCanceled(OnnxRuntimeError, RuntimeError):
+    """Loading was cancelled."""
+
+
+class ModelRequiresCompilation(OnnxRuntimeError, RuntimeError):
+    """The model needs a compile step first."""
+
+
+class NotFound(OnnxRuntimeError, LookupError):
+    """Something looked up by name was not found."""
+
+
+class RunCanceled(RuntimeException):
+    """The run was cancelled through ``RunOptions.terminate``."""

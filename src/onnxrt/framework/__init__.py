@@ -1,0 +1,1 @@
+"""The execution provider framework: kernels, providers, devices, provider registry."""

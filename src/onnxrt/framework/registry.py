@@ -1,0 +1,186 @@
+"""Provider names: built-ins (lazily), third-party providers from entry points, and the
+names onnxruntime knows. Resolves what a user passes as ``providers=`` into provider objects.
+"""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+from typing import Any, Sequence
+
+from onnxrt.errors import EPFail, InvalidArgument
+from onnxrt.framework.device import Device
+from onnxrt.framework.provider import ExecutionProvider
+
+__all__ = ["get_all_providers", "get_available_providers", "resolve_providers",
+           "register_execution_provider", "provider_class", "transfer_to_device",
+           "ENTRY_POINT_GROUP"]
+
+ENTRY_POINT_GROUP = "onnxrt.execution_providers"
+
+# built-in providers: name -> "module:Class", imported only when asked for
+_BUILTIN: dict[str, str] = {
+    "CPUExecutionProvider": "onnxrt.providers.cpu:CPUExecutionProvider",
+}
+
+# every provider name onnxruntime 1.31 knows, in its order
+ONNXRUNTIME_PROVIDERS = (
+    "NvTensorRTRTXExecutionProvider", "TensorrtExecutionProvider", "CUDAExecutionProvider",
+    "MIGraphXExecutionProvider", "ROCMExecutionProvider", "OpenVINOExecutionProvider",
+    "DnnlExecutionProvider", "VitisAIExecutionProvider", "QNNExecutionProvider",
+    "NnapiExecutionProvider", "VSINPUExecutionProvider", "JsExecutionProvider",
+    "CoreMLExecutionProvider", "ACLExecutionProvider", "ArmNNExecutionProvider",
+    "DmlExecutionProvider", "RknpuExecutionProvider", "WebNNExecutionProvider",
+    "WebGpuExecutionProvider", "XnnpackExecutionProvider", "CANNExecutionProvider",
+    "AzureExecutionProvider", "CPUExecutionProvider",
+)
+
+_REGISTERED: dict[str, type[ExecutionProvider]] = {}
+_ENTRY_POINTS_LOADED = False
+
+
+def register_execution_provider(cls: type[ExecutionProvider]) -> type[ExecutionProvider]:
+    """Make a provider class known by its ``name`` (usable as a decorator)."""
+    if not getattr(cls, "name", ""):
+        raise InvalidArgument(f"{cls!r} has no provider name")
+    _REGISTERED[cls.name] = cls
+    return cls
+
+
+def _load_entry_points() -> None:
+    global _ENTRY_POINTS_LOADED
+    if _ENTRY_POINTS_LOADED:
+        return
+    _ENTRY_POINTS_LOADED = True
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        _BUILTIN.setdefault(ep.name, ep.value)
+
+
+def provider_class(name: str) -> type[ExecutionProvider] | None:
+    """The class of a known provider, importing it if needed; None if unknown or broken."""
+    if name in _REGISTERED:
+        return _REGISTERED[name]
+    _load_entry_points()
+    target = _BUILTIN.get(name)
+    if target is None:
+        return None
+    mod_name, _, attr = target.partition(":")
+    mod = importlib.import_module(mod_name)
+    cls = getattr(mod, attr)
+    _REGISTERED[name] = cls
+    return cls
+
+
+def get_all_providers() -> list[str]:
+    """Every provider name onnxrt knows: onnxruntime's list, ours and registered ones."""
+    _load_entry_points()
+    names = list(ONNXRUNTIME_PROVIDERS)
+    for n in list(_BUILTIN) + list(_REGISTERED):
+        if n not in names:
+            names.insert(len(names) - 1, n)
+    return names
+
+
+def get_available_providers() -> list[str]:
+    """Providers whose package imports and whose device is present here, CPU last."""
+    _load_entry_points()
+    out = []
+    for n in list(_REGISTERED) + list(_BUILTIN):
+        if n in out or n == "CPUExecutionProvider":
+            continue
+        try:
+            cls = provider_class(n)
+        except Exception:
+            continue
+        if cls is not None and cls.is_available():
+            out.append(n)
+    out.append("CPUExecutionProvider")
+    return out
+
+
+def resolve_providers(providers: Sequence[Any] | None,
+                      provider_options: Sequence[dict[str, Any]] | None,
+                      ) -> list[ExecutionProvider]:
+    """Provider objects for ``providers=`` as onnxruntime accepts it (names, (name, options)
+    tuples, a parallel options list) or as provider objects. CPU is appended if missing."""
+    if providers is None:
+        providers = []
+    if isinstance(providers, (str, ExecutionProvider)) or isinstance(providers, tuple):
+        providers = [providers]
+    if provider_options is not None and len(provider_options) != len(providers):
+        raise InvalidArgument("'providers' and 'provider_options' should be the same length "
+                              "if both are given")
+    out: list[ExecutionProvider] = []
+    for i, p in enumerate(providers):
+        opts = dict(provider_options[i]) if provider_options is not None else {}
+        if isinstance(p, ExecutionProvider):
+            ep = p
+        elif isinstance(p, type) and issubclass(p, ExecutionProvider):
+            ep = p(**opts)
+        else:
+            if isinstance(p, (tuple, list)):
+                if len(p) != 2 or not isinstance(p[0], str) or not isinstance(p[1], dict):
+                    raise InvalidArgument(f"provider entry {p!r}: expected a name or a "
+                                          f"(name, options dict) tuple")
+                name, extra = p[0], dict(p[1])
+                opts.update(extra)
+            elif isinstance(p, str):
+                name = p
+            else:
+                raise InvalidArgument(f"provider entry {p!r} is not a name, a (name, options) "
+                                      f"tuple or an ExecutionProvider")
+            if name not in get_all_providers():
+                raise InvalidArgument(
+                    f"Unknown Provider Type: {name}. Known providers: "
+                    f"{', '.join(get_all_providers())}")
+            try:
+                cls = provider_class(name)
+            except Exception as e:  # its package is broken or missing
+                warnings.warn(f"{name} is not available here ({type(e).__name__}: {e}); "
+                              f"falling back to the remaining providers", UserWarning,
+                              stacklevel=4)
+                continue
+            if cls is None or not cls.is_available():
+                why = ("it is not installed" if cls is None else
+                       "its device or libraries are not present")
+                warnings.warn(f"Specified provider '{name}' is not in available provider names."
+                              f" Available providers: '{', '.join(get_available_providers())}'"
+                              f" ({why})", UserWarning, stacklevel=4)
+                continue
+            try:
+                ep = cls(**{k: v for k, v in opts.items()})
+            except InvalidArgument:
+                raise
+            except Exception as e:
+                raise EPFail(f"{name} could not be created: {type(e).__name__}: {e}") from e
+        if any(type(x) is type(ep) and x.name == ep.name for x in out):
+            continue
+        out.append(ep)
+    if not any(ep.name == "CPUExecutionProvider" for ep in out):
+        cpu = provider_class("CPUExecutionProvider")
+        assert cpu is not None
+        out.append(cpu())
+    return out
+
+
+def transfer_to_device(arr: Any, device: Device) -> Any:
+    """An OrtValue holding ``arr`` copied to ``device`` through a provider on that device."""
+    from onnxrt.values import OrtValue
+
+    for name in list(_REGISTERED) + list(_BUILTIN):
+        try:
+            cls = provider_class(name)
+        except Exception:
+            continue
+        if cls is None or cls.device.type != device.type:
+            continue
+        if not cls.is_available():
+            continue
+        ep = cls()
+        dt = ep.data_transfer()
+        if dt is not None:
+            return OrtValue(dt.to_device(arr, device), device, dt.to_host)
+    raise InvalidArgument(f"no available provider has device type {device.type!r}; "
+                          f"cannot place a value there")

@@ -1,0 +1,147 @@
+"""Load a model from a path, bytes or ModelProto, safely.
+
+External data is read only from files inside the model's folder: an absolute location or one
+that escapes the folder (``..``, symlinks) is refused. Nothing in a model is ever executed.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Iterator
+
+import onnx
+from google.protobuf.message import DecodeError
+
+from onnxrt.errors import InvalidArgument, InvalidGraph, InvalidProtobuf, NoModel, NoSuchFile
+
+__all__ = ["load_model", "iter_graphs", "MIN_IR_VERSION"]
+
+MIN_IR_VERSION = 3
+
+
+def load_model(model: object, external_data_dir: str | None = None) -> tuple[onnx.ModelProto, str]:
+    """Return ``(model_proto, base_dir)`` with every external tensor read into memory.
+
+    ``model`` is a path (str or os.PathLike), bytes, or an ``onnx.ModelProto`` (which is copied
+    before external data is resolved, so the caller's object is never modified).
+    """
+    if model is None:
+        raise NoModel("no model given: pass a path, bytes or an onnx.ModelProto")
+    if isinstance(model, onnx.ModelProto):
+        proto = onnx.ModelProto()
+        proto.CopyFrom(model)
+        base = external_data_dir or os.getcwd()
+    elif isinstance(model, (bytes, bytearray, memoryview)):
+        proto = _parse(bytes(model), "<bytes>")
+        base = external_data_dir or os.getcwd()
+    elif isinstance(model, (str, os.PathLike)):
+        path = os.fspath(model)
+        if not os.path.exists(path):
+            raise NoSuchFile(f"Load model from {path} failed: file does not exist")
+        if os.path.isdir(path):
+            raise InvalidArgument(f"Load model from {path} failed: it is a directory")
+        with open(path, "rb") as f:
+            data = f.read()
+        proto = _parse(data, path)
+        base = external_data_dir or os.path.dirname(os.path.abspath(path))
+    else:
+        raise InvalidArgument(
+            f"model must be a path, bytes or onnx.ModelProto, got {type(model).__name__}")
+    if not proto.HasField("graph"):
+        raise InvalidProtobuf("the model has no graph: not an ONNX model, or a truncated one")
+    _check_versions(proto)
+    _resolve_external_data(proto, base)
+    return proto, base
+
+
+def _parse(data: bytes, where: str) -> onnx.ModelProto:
+    proto = onnx.ModelProto()
+    if not data:
+        raise InvalidProtobuf(f"Load model from {where} failed: the model is empty")
+    try:
+        proto.ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError) as e:
+        raise InvalidProtobuf(
+            f"Load model from {where} failed: protobuf parsing failed ({e})") from None
+    return proto
+
+
+def _check_versions(proto: onnx.ModelProto) -> None:
+    ir = proto.ir_version
+    if ir < MIN_IR_VERSION:
+        raise InvalidGraph(f"IR version {ir} is not supported: onnxrt needs IR version "
+                           f"{MIN_IR_VERSION} or newer (opset imports started there)")
+    if ir > onnx.IR_VERSION:
+        raise InvalidGraph(f"IR version {ir} is newer than this onnxrt supports "
+                           f"(up to {onnx.IR_VERSION}, onnx {onnx.__version__})")
+    newest = onnx.defs.onnx_opset_version()
+    for imp in proto.opset_import:
+        if imp.domain in ("", "ai.onnx") and imp.version > newest:
+            raise InvalidGraph(
+                f"opset {imp.version} of domain ai.onnx is not supported: the newest this "
+                f"onnxrt knows is {newest} (onnx {onnx.__version__})")
+        if imp.domain in ("", "ai.onnx") and imp.version < 1:
+            raise InvalidGraph(f"opset {imp.version} of domain ai.onnx is not valid")
+
+
+def iter_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    """The graph and every nested graph (If/Loop/Scan bodies), depth first."""
+    yield graph
+    for node in graph.node:
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                yield from iter_graphs(a.g)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                for g in a.graphs:
+                    yield from iter_graphs(g)
+
+
+def _iter_tensors(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+    graphs = list(iter_graphs(proto.graph))
+    for f in proto.functions:
+        fake = onnx.GraphProto()
+        fake.node.extend(f.node)
+        graphs.extend(iter_graphs(fake))
+    for g in graphs:
+        yield from g.initializer
+        for sp in g.sparse_initializer:
+            yield sp.values
+            yield sp.indices
+        for node in g.node:
+            for a in node.attribute:
+                if a.HasField("t"):
+                    yield a.t
+                yield from a.tensors
+
+
+def _resolve_external_data(proto: onnx.ModelProto, base: str) -> None:
+    base_real = os.path.realpath(base)
+    for t in _iter_tensors(proto):
+        if t.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        info = {e.key: e.value for e in t.external_data}
+        location = info.get("location", "")
+        where = f"external data of tensor {t.name!r}"
+        if not location:
+            raise InvalidGraph(f"{where} has no location")
+        if os.path.isabs(location) or location.startswith(("/", "\\")) or ":" in location:
+            raise InvalidGraph(f"{where}: location {location!r} is absolute; external data "
+                               f"must be a relative path inside the model's folder")
+        full = os.path.realpath(os.path.join(base_real, location))
+        if os.path.commonpath([full, base_real]) != base_real:
+            raise InvalidGraph(f"{where}: location {location!r} escapes the model's folder "
+                               f"{base_real!r}; refused")
+        if not os.path.isfile(full):
+            raise NoSuchFile(f"{where}: file {location!r} not found in {base_real!r}")
+        offset = int(info.get("offset", 0) or 0)
+        length = info.get("length")
+        size = os.path.getsize(full)
+        n = size - offset if length is None else int(length)
+        if offset < 0 or n < 0 or offset + n > size:
+            raise InvalidGraph(f"{where}: offset {offset} and length {n} lie outside "
+                               f"{location!r} ({size} bytes)")
+        with open(full, "rb") as f:
+            f.seek(offset)
+            t.raw_data = f.read(n)
+        del t.external_data[:]
+        t.data_location = onnx.TensorProto.DEFAULT

@@ -1,0 +1,142 @@
+"""SessionOptions, RunOptions and the enums, with onnxruntime's names and defaults.
+
+Every attribute onnxruntime's SessionOptions has exists here. Those onnxrt does not act on
+yet are stored and returned unchanged; ``SessionOptions.UNUSED`` lists them.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+__all__ = ["GraphOptimizationLevel", "ExecutionMode", "ExecutionOrder", "SessionOptions",
+           "RunOptions", "OrtAllocatorType", "OrtMemType"]
+
+
+class GraphOptimizationLevel(enum.IntEnum):
+    ORT_DISABLE_ALL = 0
+    ORT_ENABLE_BASIC = 1
+    ORT_ENABLE_EXTENDED = 2
+    ORT_ENABLE_LAYOUT = 3
+    ORT_ENABLE_ALL = 99
+
+
+class ExecutionMode(enum.IntEnum):
+    ORT_SEQUENTIAL = 0
+    ORT_PARALLEL = 1
+
+
+class ExecutionOrder(enum.IntEnum):
+    DEFAULT = 0
+    PRIORITY_BASED = 1
+    MEMORY_EFFICIENT = 2
+
+
+class OrtAllocatorType(enum.IntEnum):
+    INVALID = -1
+    ORT_DEVICE_ALLOCATOR = 0
+    ORT_ARENA_ALLOCATOR = 1
+
+
+class OrtMemType(enum.IntEnum):
+    CPU_INPUT = -2
+    CPU_OUTPUT = -1
+    CPU = -1
+    DEFAULT = 0
+
+
+class SessionOptions:
+    """Options of one session (onnxruntime.SessionOptions)."""
+
+    # stored and returned, not acted on (yet): what the memory planner of a C++ runtime tunes
+    UNUSED = ("enable_cpu_mem_arena", "enable_mem_pattern", "enable_mem_reuse",
+              "execution_order", "use_per_session_threads", "log_verbosity_level",
+              "use_deterministic_compute")
+
+    def __init__(self) -> None:
+        self.enable_cpu_mem_arena = True
+        self.enable_mem_pattern = True
+        self.enable_mem_reuse = True
+        self.enable_profiling = False
+        self.execution_mode = ExecutionMode.ORT_SEQUENTIAL
+        self.execution_order = ExecutionOrder.DEFAULT
+        self.graph_optimization_level = GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.inter_op_num_threads = 0
+        self.intra_op_num_threads = 0
+        self.log_severity_level = -1
+        self.log_verbosity_level = 0
+        self.logid = ""
+        self.optimized_model_filepath = ""
+        self.profile_file_prefix = "onnxruntime_profile_"
+        self.use_deterministic_compute = False
+        self.use_per_session_threads = True
+        self._config: dict[str, str] = {}
+        self._initializers: dict[str, Any] = {}
+        self._free_dims_by_name: dict[str, int] = {}
+        self._free_dims_by_denotation: dict[str, int] = {}
+        self._providers: list[tuple[str, dict[str, str]]] = []
+
+    def add_session_config_entry(self, key: str, value: str) -> None:
+        self._config[str(key)] = str(value)
+
+    def get_session_config_entry(self, key: str) -> str:
+        if key not in self._config:
+            from onnxrt.errors import InvalidArgument
+
+            raise InvalidArgument(f"SessionOptions does not have configuration with key: {key}")
+        return self._config[key]
+
+    def add_initializer(self, name: str, value: Any) -> None:
+        """Replace an initializer of the model by ``value`` (an OrtValue or a numpy array)."""
+        self._initializers[name] = value
+
+    def add_external_initializers(self, names: list[str], values: list[Any]) -> None:
+        for n, v in zip(names, values):
+            self._initializers[n] = v
+
+    def add_free_dimension_override_by_name(self, name: str, value: int) -> None:
+        self._free_dims_by_name[name] = int(value)
+
+    def add_free_dimension_override_by_denotation(self, name: str, value: int) -> None:
+        self._free_dims_by_denotation[name] = int(value)
+
+    def add_provider(self, name: str, options: dict[str, str] | None = None) -> None:
+        self._providers.append((name, dict(options or {})))
+
+    def has_providers(self) -> bool:
+        return bool(self._providers)
+
+    def register_custom_ops_library(self, path: str) -> None:
+        from onnxrt.errors import NotImplemented as NI
+
+        raise NI("custom op libraries are native code; onnxrt takes Python execution "
+                 "providers instead (see docs/writing-an-execution-provider.md)")
+
+    def config_entries(self) -> dict[str, str]:
+        return dict(self._config)
+
+    def __repr__(self) -> str:
+        return f"SessionOptions(graph_optimization_level={self.graph_optimization_level!r})"
+
+
+class RunOptions:
+    """Options of one run (onnxruntime.RunOptions). Setting ``terminate`` from another thread
+    cancels a run in progress: it raises RunCanceled at the next node."""
+
+    def __init__(self) -> None:
+        self.log_severity_level = -1
+        self.log_verbosity_level = 0
+        self.logid = ""
+        self.only_execute_path_to_fetches = False
+        self.terminate = False
+        self._config: dict[str, str] = {}
+
+    def add_run_config_entry(self, key: str, value: str) -> None:
+        self._config[str(key)] = str(value)
+
+    def get_run_config_entry(self, key: str) -> str:
+        if key not in self._config:
+            from onnxrt.errors import InvalidArgument
+
+            raise InvalidArgument(f"RunOptions does not have configuration with key: {key}")
+        return self._config[key]

@@ -1,0 +1,84 @@
+"""The frozen execution plan: a flat list of prebound steps over integer value slots."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from onnxrt.framework.kernel import NodeInfo
+
+__all__ = ["Step", "GraphPlan", "NONE_SLOT", "SINK_SLOT", "MODE_SINGLE", "MODE_MULTI",
+           "MODE_CTX", "SubgraphRunner"]
+
+NONE_SLOT = 0   # always holds None: absent optional inputs read it
+SINK_SLOT = 1   # absent optional outputs are written here and never read
+
+MODE_SINGLE = 0  # one output, no run context
+MODE_MULTI = 1   # several outputs (a tuple), no run context
+MODE_CTX = 2     # flag: the kernel takes ``ctx=`` (added to the two above)
+
+
+@dataclass(frozen=True)
+class Step:
+    fn: Callable[..., Any]
+    ins: tuple[int, ...]
+    outs: tuple[int, ...]
+    mode: int
+    free: tuple[int, ...]
+    node: NodeInfo
+    provider: str
+
+    def as_tuple(self) -> tuple[Any, ...]:
+        return (self.fn, self.ins, self.outs, self.mode, self.free)
+
+
+@dataclass
+class GraphPlan:
+    """One graph (the main graph, a subgraph body, or a function body) ready to run.
+
+    ``initial`` is the slot list every run starts from: constants already placed in it.
+    ``outer_names``/``outer_slots``: values a subgraph reads from enclosing scopes.
+    """
+
+    name: str
+    n_slots: int
+    initial: list[Any]
+    input_names: tuple[str, ...]
+    input_slots: tuple[int, ...]
+    output_names: tuple[str, ...]
+    output_slots: tuple[int, ...]
+    steps: list[Step]
+    outer_names: tuple[str, ...] = ()
+    outer_slots: tuple[int, ...] = ()
+    input_types: tuple[Any, ...] = ()
+    output_types: tuple[Any, ...] = ()
+    slot_names: list[str] = field(default_factory=list)
+    # prebound form of ``steps`` for the executor's loop
+    fast_steps: tuple[tuple[Any, ...], ...] = ()
+
+    def freeze(self) -> "GraphPlan":
+        self.fast_steps = tuple(s.as_tuple() for s in self.steps)
+        return self
+
+
+class SubgraphRunner:
+    """A planned nested graph (If branch, Loop or Scan body) that control-flow kernels run.
+
+    ``run(inputs, outer, ctx)``: ``inputs`` by position, ``outer`` a mapping from the names
+    in ``outer_names`` to values of enclosing scopes, ``ctx`` the caller's run context.
+    """
+
+    def __init__(self, plan: GraphPlan, execute: Callable[..., list[Any]]) -> None:
+        self.plan = plan
+        self._execute = execute
+        self.input_names = plan.input_names
+        self.output_names = plan.output_names
+        self.outer_names = plan.outer_names
+        self.input_types = plan.input_types
+        self.output_types = plan.output_types
+
+    def run(self, inputs: list[Any], outer: dict[str, Any] | None, ctx: Any) -> list[Any]:
+        return self._execute(self.plan, inputs, outer, ctx)
+
+    def __repr__(self) -> str:
+        return f"SubgraphRunner({self.plan.name!r}, {len(self.plan.steps)} steps)"

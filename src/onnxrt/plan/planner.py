@@ -1,0 +1,529 @@
+"""Turn a graph and its node assignments into a frozen GraphPlan.
+
+Everything that can be done once per session happens here: attributes parsed and defaults
+filled, kernels looked up and prepared, constants placed into slots, subgraphs and function
+bodies planned, and the last use of every value computed so it is freed right after.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any, Callable, Iterable
+
+import numpy as np
+import onnx
+from onnx import AttributeProto
+
+from onnxrt.errors import InvalidGraph, NotImplemented as NotImplementedErr
+from onnxrt.execute.executor import RunContext, execute_plan
+from onnxrt.framework.kernel import KernelDef, NodeInfo
+from onnxrt.ir.attrs import attribute_value, tensor_to_array
+from onnxrt.ir.schemas import function_body, get_schema, has_context_dependent_body, known_op
+from onnxrt.partition.partitioner import KernelAssigner
+from onnxrt.plan.plan import (MODE_CTX, MODE_MULTI, MODE_SINGLE, NONE_SLOT, SINK_SLOT,
+                              GraphPlan, Step, SubgraphRunner)
+
+__all__ = ["Planner", "graph_free_names"]
+
+FUNCTION_PROVIDER = "CPUExecutionProvider"
+
+
+def graph_free_names(graph: onnx.GraphProto | Iterable[onnx.NodeProto],
+                     defined: Iterable[str] = ()) -> list[str]:
+    """Names a graph (or a list of nodes) reads without defining them, in first-use order."""
+    if isinstance(graph, onnx.GraphProto):
+        nodes = graph.node
+        known = set(defined)
+        known.update(i.name for i in graph.input)
+        known.update(t.name for t in graph.initializer)
+        known.update(t.values.name for t in graph.sparse_initializer)
+    else:
+        nodes = graph
+        known = set(defined)
+    free: dict[str, None] = {}
+    for node in nodes:
+        for name in _node_reads(node):
+            if name and name not in known:
+                free.setdefault(name, None)
+        known.update(o for o in node.output if o)
+    return list(free)
+
+
+def _node_reads(node: onnx.NodeProto) -> list[str]:
+    reads = list(node.input)
+    for a in node.attribute:
+        if a.type == AttributeProto.GRAPH:
+            reads.extend(graph_free_names(a.g))
+        elif a.type == AttributeProto.GRAPHS:
+            for g in a.graphs:
+                reads.extend(graph_free_names(g))
+    return reads
+
+
+def _topo_sort(nodes: list[onnx.NodeProto], available: set[str], graph_name: str,
+               outer: set[str]) -> list[onnx.NodeProto]:
+    """Nodes in an order where every value is produced before it is read (stable)."""
+    produced_by: dict[str, int] = {}
+    for i, n in enumerate(nodes):
+        for o in n.output:
+            if o:
+                produced_by[o] = i
+    reads = [_node_reads(n) for n in nodes]
+    # fast path: already sorted
+    seen = set(available)
+    ok = True
+    for n, r in zip(nodes, reads):
+        if any(x and x not in seen and x in produced_by for x in r):
+            ok = False
+            break
+        seen.update(o for o in n.output if o)
+    if ok:
+        return nodes
+    deps = [sorted({produced_by[x] for x in r if x and x in produced_by and x not in available})
+            for r in reads]
+    indeg = [len(d) for d in deps]
+    users: dict[int, list[int]] = {}
+    for i, d in enumerate(deps):
+        for j in d:
+            users.setdefault(j, []).append(i)
+    import heapq
+    ready = [i for i, k in enumerate(indeg) if k == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(i)
+        for u in users.get(i, ()):
+            indeg[u] -= 1
+            if indeg[u] == 0:
+                heapq.heappush(ready, u)
+    if len(order) != len(nodes):
+        stuck = [nodes[i].name or nodes[i].op_type for i in range(len(nodes)) if indeg[i] > 0]
+        raise InvalidGraph(f"graph {graph_name!r} has a cycle through nodes {stuck[:10]}")
+    return [nodes[i] for i in order]
+
+
+def _constant_value(node: onnx.NodeProto) -> Any:
+    for a in node.attribute:
+        v = attribute_value(a)
+        if a.name == "value" or a.name == "sparse_value":
+            return v
+        if a.name == "value_float":
+            return np.array(v, dtype=np.float32)
+        if a.name == "value_floats":
+            return np.array(v, dtype=np.float32)
+        if a.name == "value_int":
+            return np.array(v, dtype=np.int64)
+        if a.name == "value_ints":
+            return np.array(v, dtype=np.int64)
+        if a.name == "value_string":
+            return np.array(v, dtype=object)
+        if a.name == "value_strings":
+            out = np.empty(len(v), dtype=object)
+            out[:] = v
+            return out
+    raise InvalidGraph(f"Constant node {node.name!r} has no value attribute")
+
+
+def _type_map(graph: onnx.GraphProto) -> dict[str, onnx.TypeProto]:
+    types: dict[str, onnx.TypeProto] = {}
+    for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
+        if vi.HasField("type"):
+            types[vi.name] = vi.type
+    for t in graph.initializer:
+        if t.name not in types:
+            types[t.name] = onnx.helper.make_tensor_type_proto(t.data_type, list(t.dims))
+    return types
+
+
+class Planner:
+    """Plans a model's graphs. One Planner per session."""
+
+    def __init__(self, opsets: dict[str, int], functions: dict[tuple[str, str], onnx.FunctionProto],
+                 assigner: KernelAssigner) -> None:
+        self.opsets = {("" if k == "ai.onnx" else k): v for k, v in opsets.items()}
+        self.functions = functions
+        self.assigner = assigner
+        self._fn_cache: dict[Any, GraphPlan] = {}
+
+    # -- graphs ---------------------------------------------------------------------------
+    def plan_graph(self, graph: onnx.GraphProto, outer_scope: frozenset[str] = frozenset(),
+                   opsets: dict[str, int] | None = None, *, is_main: bool = False) -> GraphPlan:
+        opsets = self.opsets if opsets is None else opsets
+        slots: dict[str, int] = {}
+        initial: list[Any] = [None, None]
+        slot_names = ["<none>", "<sink>"]
+
+        def new_slot(name: str, value: Any = None) -> int:
+            slots[name] = len(initial)
+            initial.append(value)
+            slot_names.append(name)
+            return slots[name]
+
+        constants: dict[str, Any] = {}
+        init_names = set()
+        for t in graph.initializer:
+            init_names.add(t.name)
+            v = tensor_to_array(t)
+            new_slot(t.name, v)
+            constants[t.name] = v
+        for sp in graph.sparse_initializer:
+            from onnxrt.ir.attrs import _sparse_to_dense
+            v = _sparse_to_dense(sp)
+            init_names.add(sp.values.name)
+            new_slot(sp.values.name, v)
+            constants[sp.values.name] = v
+        input_names = []
+        input_slots = []
+        input_types = []
+        for vi in graph.input:
+            if vi.name in slots:  # an overridable initializer: a default the caller may replace
+                constants.pop(vi.name, None)
+                if not is_main:
+                    input_names.append(vi.name)
+                    input_slots.append(slots[vi.name])
+                    input_types.append(vi.type if vi.HasField("type") else None)
+                continue
+            input_names.append(vi.name)
+            input_slots.append(new_slot(vi.name))
+            input_types.append(vi.type if vi.HasField("type") else None)
+
+        types = _type_map(graph)
+        outer_names: list[str] = []
+        outer_slots: list[int] = []
+        steps: list[Step] = []
+        step_reads: list[list[int]] = []
+        available = set(slots) | set(outer_scope)
+        nodes = _topo_sort(list(graph.node), available, graph.name, set(outer_scope))
+
+        def slot_of(name: str, node: onnx.NodeProto) -> int:
+            if not name:
+                return NONE_SLOT
+            s = slots.get(name)
+            if s is not None:
+                return s
+            if name in outer_scope:
+                s = new_slot(name)
+                outer_names.append(name)
+                outer_slots.append(s)
+                return s
+            raise InvalidGraph(
+                f"node {node.name!r} ({node.op_type}) reads {name!r}, which no node, graph "
+                f"input or initializer of graph {graph.name!r} produces")
+
+        for node in nodes:
+            if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+                v = _constant_value(node)
+                new_slot(node.output[0], v)
+                constants[node.output[0]] = v
+                continue
+            ins = [slot_of(n, node) for n in node.input]
+            # subgraphs see everything defined so far plus our own outer scope
+            visible = frozenset(slots) | outer_scope
+            subgraphs, implicit = self._plan_subgraphs(node, visible, opsets)
+            implicit_slots = [slot_of(n, node) for n in implicit]
+            outs = []
+            for o in node.output:
+                if not o:
+                    outs.append(SINK_SLOT)
+                    continue
+                if o in slots and o not in outer_scope:
+                    raise InvalidGraph(f"value {o!r} is produced twice in graph {graph.name!r} "
+                                       f"(again by node {node.name!r}, {node.op_type})")
+                outs.append(new_slot(o))
+            const_in = {i: constants[n] for i, n in enumerate(node.input) if n in constants}
+            in_types = tuple(types.get(n) for n in node.input)
+            out_types = tuple(types.get(n) for n in node.output)
+            step = self._make_step(node, opsets, subgraphs, implicit, const_in, in_types,
+                                   out_types, tuple(ins + implicit_slots), tuple(outs))
+            steps.append(step)
+            step_reads.append(list(step.ins))
+
+        output_names = []
+        output_slots = []
+        output_types = []
+        for vi in graph.output:
+            if vi.name not in slots:
+                if vi.name in outer_scope:
+                    slot_of(vi.name, graph.node[0] if len(graph.node) else onnx.NodeProto())
+                else:
+                    raise InvalidGraph(f"graph {graph.name!r} output {vi.name!r} is not "
+                                       f"produced by any node, input or initializer")
+            output_names.append(vi.name)
+            output_slots.append(slots[vi.name])
+            output_types.append(vi.type if vi.HasField("type") else None)
+
+        # free every intermediate right after its last reader
+        keep = set(output_slots) | {NONE_SLOT, SINK_SLOT} | set(input_slots) | set(outer_slots)
+        keep |= {slots[n] for n in constants}
+        keep |= {slots[n] for n in init_names if n in slots}
+        last_use: dict[int, int] = {}
+        for i, reads in enumerate(step_reads):
+            for s in reads:
+                last_use[s] = i
+        frees: list[list[int]] = [[] for _ in steps]
+        for i, st in enumerate(steps):
+            for s in st.outs:  # produced but never read: free at once
+                if s not in last_use and s not in keep:
+                    frees[i].append(s)
+        for s, i in last_use.items():
+            if s not in keep:
+                frees[i].append(s)
+        steps = [Step(st.fn, st.ins, st.outs, st.mode, tuple(sorted(set(f))), st.node,
+                      st.provider) for st, f in zip(steps, frees)]
+        plan = GraphPlan(
+            name=graph.name, n_slots=len(initial), initial=initial,
+            input_names=tuple(input_names), input_slots=tuple(input_slots),
+            output_names=tuple(output_names), output_slots=tuple(output_slots),
+            steps=steps, outer_names=tuple(outer_names), outer_slots=tuple(outer_slots),
+            input_types=tuple(input_types), output_types=tuple(output_types),
+            slot_names=slot_names)
+        return plan.freeze()
+
+    def _plan_subgraphs(self, node: onnx.NodeProto, visible: frozenset[str],
+                        opsets: dict[str, int]) -> tuple[dict[str, Any], list[str]]:
+        subgraphs: dict[str, Any] = {}
+        implicit: dict[str, None] = {}
+        for a in node.attribute:
+            if a.type == AttributeProto.GRAPH:
+                p = self.plan_graph(a.g, visible, opsets)
+                subgraphs[a.name] = SubgraphRunner(p, execute_plan)
+                for n in p.outer_names:
+                    implicit.setdefault(n, None)
+            elif a.type == AttributeProto.GRAPHS:
+                runners = []
+                for g in a.graphs:
+                    p = self.plan_graph(g, visible, opsets)
+                    runners.append(SubgraphRunner(p, execute_plan))
+                    for n in p.outer_names:
+                        implicit.setdefault(n, None)
+                subgraphs[a.name] = runners
+        return subgraphs, list(implicit)
+
+    # -- one node -------------------------------------------------------------------------
+    def _make_step(self, node: onnx.NodeProto, opsets: dict[str, int],
+                   subgraphs: dict[str, Any], implicit: list[str], const_in: dict[int, Any],
+                   in_types: tuple[Any, ...], out_types: tuple[Any, ...],
+                   ins: tuple[int, ...], outs: tuple[int, ...]) -> Step:
+        domain = "" if node.domain == "ai.onnx" else node.domain
+        opset = opsets.get(domain)
+        if opset is None:
+            if domain == "":
+                opset = 1
+            elif (domain, node.op_type) not in self.functions:
+                raise InvalidGraph(
+                    f"node {node.name!r} ({node.op_type}) uses domain {domain!r}, which the "
+                    f"model does not import (opset_import has {sorted(opsets)})")
+            else:
+                opset = 1
+        schema = get_schema(node.op_type, opset, domain)
+        since = schema.since_version if schema is not None else opset
+        attrs: dict[str, Any] = {}
+        if schema is not None:
+            for name, a in schema.attributes.items():
+                d = a.default_value
+                if d is not None and d.name:
+                    attrs[name] = attribute_value(d)
+        given = set()
+        for a in node.attribute:
+            if a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS):
+                attrs[a.name] = subgraphs[a.name]
+            else:
+                attrs[a.name] = attribute_value(a)
+            given.add(a.name)
+        info = NodeInfo(
+            name=node.name, op_type=node.op_type, domain=domain, since_version=since,
+            opset=opset, inputs=tuple(node.input), outputs=tuple(node.output), attrs=attrs,
+            constant_inputs=const_in, input_types=in_types, output_types=out_types,
+            subgraphs=subgraphs, implicit_inputs=tuple(implicit))
+        multi = len(node.output) > 1 or (schema is not None and schema.max_output > 1)
+
+        asg = self.assigner.assign(node, domain, since)
+        if asg is not None:
+            kd = asg.kernel
+            info = NodeInfo(**{**info.__dict__, "provider": asg.provider.name})
+            fn = self._bind(kd, info, given, schema)
+            mode = (MODE_MULTI if multi else MODE_SINGLE) | (MODE_CTX if kd.context else 0)
+            return Step(fn, ins, outs, mode, (), info, asg.provider.name)
+
+        # no kernel: a model-local function, or an op the spec defines as a function
+        fproto = self.functions.get((domain, node.op_type))
+        if fproto is not None:
+            fn = self._function_call(fproto, node, None, in_types)
+            return Step(fn, ins, outs, MODE_MULTI | MODE_CTX, (), info, FUNCTION_PROVIDER)
+        if schema is not None:
+            body = function_body(schema, opset, node, None)
+            if body is not None:
+                fn = self._function_call(body, node, schema, in_types)
+                return Step(fn, ins, outs, MODE_MULTI | MODE_CTX, (), info, FUNCTION_PROVIDER)
+            if has_context_dependent_body(schema, opset):
+                fn = _LazyContextFunction(self, schema, opset, node)
+                return Step(fn, ins, outs, MODE_MULTI | MODE_CTX, (), info, FUNCTION_PROVIDER)
+        dom = domain or "ai.onnx"
+        if schema is None and not known_op(node.op_type, domain):
+            raise InvalidGraph(
+                f"No op registered for {node.op_type} with domain {dom!r} version {opset} "
+                f"(node {node.name!r}): neither the ONNX spec, a provider nor a model-local "
+                f"function defines it")
+        known = self.assigner.versions_known(domain, node.op_type)
+        hint = f"; kernels exist for: {', '.join(known)}" if known else ""
+        if schema is None:
+            raise InvalidGraph(
+                f"op {dom}::{node.op_type} has no schema at opset {opset} (node "
+                f"{node.name!r}){hint}")
+        raise NotImplementedErr(
+            f"Could not find an implementation for {node.op_type}({since}) node with name "
+            f"'{node.name}': no kernel for op {dom}::{node.op_type} at opset {opset} "
+            f"(schema version {since}) on {self.assigner.names()}{hint}")
+
+    def _bind(self, kd: KernelDef, info: NodeInfo, given: set[str],
+              schema: Any) -> Callable[..., Any]:
+        where = f"node {info.name!r} ({info.op_type}-{info.since_version})"
+        if kd.is_class:
+            try:
+                return kd.impl(info)
+            except (InvalidGraph, NotImplementedErr):
+                raise
+            except Exception as e:
+                raise InvalidGraph(f"{where}: {type(e).__name__}: {e}") from e
+        kwargs = dict(info.attrs)
+        if kd.accepted_attrs is not None:
+            defaults = {}
+            if schema is not None:
+                for name, a in schema.attributes.items():
+                    if a.default_value is not None and a.default_value.name:
+                        defaults[name] = attribute_value(a.default_value)
+            for name in list(kwargs):
+                if name in kd.accepted_attrs:
+                    continue
+                if name in given and not _same(kwargs[name], defaults.get(name, _MISSING)):
+                    raise NotImplementedErr(
+                        f"{where}: the kernel {kd.describe()} does not support attribute "
+                        f"{name!r} (value {kwargs[name]!r})")
+                del kwargs[name]
+        if kd.needs_node:
+            kwargs["node"] = info
+        return functools.partial(kd.impl, **kwargs) if kwargs else kd.impl
+
+    # -- functions ------------------------------------------------------------------------
+    def _function_call(self, fproto: onnx.FunctionProto, node: onnx.NodeProto, schema: Any,
+                       in_types: tuple[Any, ...]) -> Callable[..., Any]:
+        plan = self.plan_function(fproto, node, schema)
+        n_out = len(node.output)
+
+        def call(*args: Any, ctx: RunContext) -> list[Any]:
+            res = execute_plan(plan, list(args), None, ctx)
+            return res[:n_out]
+
+        call.plan = plan  # type: ignore[attr-defined]
+        return call
+
+    def plan_function(self, fproto: onnx.FunctionProto, node: onnx.NodeProto,
+                      schema: Any) -> GraphPlan:
+        """Plan a function body with the calling node's attributes substituted."""
+        attr_protos: dict[str, AttributeProto] = {}
+        for a in fproto.attribute_proto:
+            attr_protos[a.name] = a
+        if schema is not None:
+            for name, a in schema.attributes.items():
+                if a.default_value is not None and a.default_value.name:
+                    attr_protos[name] = a.default_value
+        for a in node.attribute:
+            attr_protos[a.name] = a
+        g = onnx.GraphProto()
+        g.name = f"{fproto.domain}::{fproto.name}" if fproto.domain else fproto.name
+        for n in fproto.node:
+            g.node.append(_substitute(n, attr_protos))
+        # bind actual names: function inputs beyond those given are absent (None)
+        for i, name in enumerate(fproto.input):
+            vi = g.input.add()
+            vi.name = name
+        for name in fproto.output:
+            vi = g.output.add()
+            vi.name = name
+        opsets = dict(self.opsets)
+        for imp in fproto.opset_import:
+            opsets["" if imp.domain == "ai.onnx" else imp.domain] = imp.version
+        return self.plan_graph(g, frozenset(), opsets)
+
+
+_MISSING = object()
+
+
+def _same(a: Any, b: Any) -> bool:
+    if b is _MISSING:
+        return False
+    try:
+        return bool(np.all(np.asarray(a) == np.asarray(b)))
+    except Exception:
+        return False
+
+
+def _substitute(node: onnx.NodeProto, attrs: dict[str, AttributeProto]) -> onnx.NodeProto:
+    """A copy of a function-body node with ``ref_attr_name`` attributes resolved."""
+    if not any(a.ref_attr_name or a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS)
+               for a in node.attribute):
+        return node
+    out = onnx.NodeProto()
+    out.CopyFrom(node)
+    del out.attribute[:]
+    for a in node.attribute:
+        if a.ref_attr_name:
+            src = attrs.get(a.ref_attr_name)
+            if src is None:
+                continue  # not given by the caller: the body op's own default applies
+            b = AttributeProto()
+            b.CopyFrom(src)
+            b.name = a.name
+            out.attribute.append(b)
+        elif a.type == AttributeProto.GRAPH:
+            b = AttributeProto()
+            b.CopyFrom(a)
+            sub = onnx.GraphProto()
+            sub.CopyFrom(a.g)
+            del sub.node[:]
+            sub.node.extend(_substitute(n, attrs) for n in a.g.node)
+            b.g.CopyFrom(sub)
+            out.attribute.append(b)
+        else:
+            out.attribute.append(a)
+    return out
+
+
+class _LazyContextFunction:
+    """An op whose spec body depends on its input types: planned at first call per types."""
+
+    def __init__(self, planner: Planner, schema: Any, opset: int, node: onnx.NodeProto) -> None:
+        self.planner = planner
+        self.schema = schema
+        self.opset = opset
+        self.node = node
+        self.cache: dict[tuple[Any, ...], GraphPlan] = {}
+        self.lock = threading.Lock()
+
+    def __call__(self, *args: Any, ctx: RunContext) -> list[Any]:
+        from onnxrt.ir.dtypes import onnx_elem_type
+
+        key = tuple(None if a is None else (np.asarray(a).dtype.str, np.ndim(a)) for a in args)
+        plan = self.cache.get(key)
+        if plan is None:
+            with self.lock:
+                plan = self.cache.get(key)
+                if plan is None:
+                    types = []
+                    for a in args:
+                        if a is None:
+                            types.append(onnx.TypeProto())
+                        else:
+                            arr = np.asarray(a)
+                            types.append(onnx.helper.make_tensor_type_proto(
+                                onnx_elem_type(arr.dtype), list(arr.shape)))
+                    body = function_body(self.schema, self.opset, self.node, types)
+                    if body is None:
+                        raise NotImplementedErr(
+                            f"no kernel and no function body for {self.node.op_type} "
+                            f"at opset {self.opset}")
+                    plan = self.planner.plan_function(body, self.node, self.schema)
+                    self.cache[key] = plan
+        return execute_plan(plan, list(args), None, ctx)[: len(self.node.output)]

@@ -1,0 +1,208 @@
+"""InferenceSession: chains load -> passes -> partition -> plan -> execute."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from onnxrt.errors import InvalidArgument, NotImplemented as NotImplementedErr
+from onnxrt.execute.executor import RunContext, execute_plan
+from onnxrt.execute.feeds import InputSpec, host_output, prepare_feeds
+from onnxrt.framework.registry import resolve_providers
+from onnxrt.ir.load import load_model
+from onnxrt.options import RunOptions, SessionOptions
+from onnxrt.partition.partitioner import KernelAssigner
+from onnxrt.plan.planner import Planner
+from onnxrt.values import IOBinding, ModelMetadata, NodeArg, OrtValue
+
+__all__ = ["InferenceSession"]
+
+
+class InferenceSession:
+    """Runs an ONNX model (onnxruntime.InferenceSession)."""
+
+    def __init__(self, path_or_bytes: Any, sess_options: SessionOptions | None = None,
+                 providers: Sequence[Any] | None = None,
+                 provider_options: Sequence[dict[str, Any]] | None = None,
+                 **kwargs: Any) -> None:
+        self._sess_options = sess_options if sess_options is not None else SessionOptions()
+        self._model_source = path_or_bytes
+        self._model_path = path_or_bytes if isinstance(path_or_bytes, str) else None
+        self._model, self._base_dir = load_model(path_or_bytes)
+        self._build(providers, provider_options)
+
+    # -- building -------------------------------------------------------------------------
+    def _build(self, providers: Sequence[Any] | None,
+               provider_options: Sequence[dict[str, Any]] | None) -> None:
+        eps = resolve_providers(providers, provider_options)
+        model = self._model
+        opsets = {imp.domain: imp.version for imp in model.opset_import}
+        functions = {(f.domain, f.name): f for f in model.functions}
+        planner = Planner(opsets, functions, KernelAssigner(eps))
+        plan = planner.plan_graph(model.graph, is_main=True)
+        # state swapped in only once everything succeeded: a failed rebuild keeps the old one
+        self._providers = eps
+        self._plan = plan
+        self._const_ids = frozenset(id(v) for v in plan.initial if isinstance(v, np.ndarray))
+        g = model.graph
+        init_names = {t.name for t in g.initializer}
+        free = self._sess_options._free_dims_by_name
+        self._inputs = [NodeArg.from_value_info(vi.name, vi.type) for vi in g.input
+                        if vi.name not in init_names]
+        self._overridable = [NodeArg.from_value_info(vi.name, vi.type) for vi in g.input
+                             if vi.name in init_names]
+        self._outputs = [NodeArg.from_value_info(vi.name, vi.type) for vi in g.output]
+        self._specs = {vi.name: InputSpec(vi.name, vi.type if vi.HasField("type") else None,
+                                          free) for vi in g.input}
+        self._required = [a.name for a in self._inputs
+                          if not self._specs[a.name].optional]
+        self._input_index = {n: i for i, n in enumerate(plan.input_names)}
+        self._override_slots = {vi.name: plan.initial.index(None) for vi in ()}  # unused
+        self._init_slots = {name: i for i, name in enumerate(plan.slot_names)
+                            if name in init_names}
+        self._output_index = {n: i for i, n in enumerate(plan.output_names)}
+
+    # -- metadata -------------------------------------------------------------------------
+    def get_inputs(self) -> list[NodeArg]:
+        return list(self._inputs)
+
+    def get_outputs(self) -> list[NodeArg]:
+        return list(self._outputs)
+
+    def get_overridable_initializers(self) -> list[NodeArg]:
+        return list(self._overridable)
+
+    def get_modelmeta(self) -> ModelMetadata:
+        return ModelMetadata(self._model)
+
+    def get_providers(self) -> list[str]:
+        return [ep.name for ep in self._providers]
+
+    def get_provider_options(self) -> dict[str, dict[str, str]]:
+        return {ep.name: ep.get_provider_options() for ep in self._providers}
+
+    def get_session_options(self) -> SessionOptions:
+        return self._sess_options
+
+    @property
+    def _model_bytes(self) -> bytes:
+        return self._model.SerializeToString()
+
+    def set_providers(self, providers: Sequence[Any] | None = None,
+                      provider_options: Sequence[dict[str, Any]] | None = None) -> None:
+        """Rebuild the session on other providers; on failure the old session stays."""
+        self._build(providers, provider_options)
+
+    def disable_fallback(self) -> None:
+        pass
+
+    def enable_fallback(self) -> None:
+        pass
+
+    def end_profiling(self) -> str:
+        return ""
+
+    # -- running --------------------------------------------------------------------------
+    def run(self, output_names: Sequence[str] | None, input_feed: dict[str, Any],
+            run_options: RunOptions | None = None) -> list[Any]:
+        outs = self._run(output_names, input_feed, run_options)
+        const_ids = self._const_ids
+        return [host_output(v, const_ids) for v in outs]
+
+    def _run(self, output_names: Sequence[str] | None, input_feed: dict[str, Any],
+             run_options: RunOptions | None) -> list[Any]:
+        plan = self._plan
+        feeds = prepare_feeds(self._specs, self._required, input_feed)
+        idx = self._output_index
+        if output_names:
+            bad = [n for n in output_names if n not in idx]
+            if bad:
+                raise InvalidArgument(f"Invalid output name(s): {bad}. Valid output names: "
+                                      f"{list(idx)}")
+        values = [None] * len(plan.input_names)
+        for name, v in feeds.items():
+            i = self._input_index.get(name)
+            if i is not None:
+                values[i] = v
+        if any(n in self._init_slots for n in feeds):
+            plan = _with_overrides(plan, {n: feeds[n] for n in feeds if n in self._init_slots},
+                                   self._init_slots)
+        ctx = RunContext(run_options)
+        if run_options is not None and run_options.terminate:
+            from onnxrt.errors import RunCanceled
+
+            raise RunCanceled("Exiting due to terminate flag being set to true.")
+        results = execute_plan(plan, values, None, ctx)
+        if output_names:
+            return [results[idx[n]] for n in output_names]
+        return results
+
+    def run_with_ort_values(self, output_names: Sequence[str] | None,
+                            input_dict_ort_values: dict[str, OrtValue],
+                            run_options: RunOptions | None = None) -> list[OrtValue]:
+        outs = self._run(output_names, input_dict_ort_values, run_options)
+        return [OrtValue(host_output(v, self._const_ids)) for v in outs]
+
+    def run_async(self, output_names: Sequence[str] | None, input_feed: dict[str, Any],
+                  callback: Callable[[Any, Any, str], None], user_data: Any,
+                  run_options: RunOptions | None = None) -> None:
+        """Run on a worker thread; ``callback(outputs, user_data, error_message)`` at the end."""
+
+        def work() -> None:
+            try:
+                res = self.run(output_names, input_feed, run_options)
+            except Exception as e:  # reported through the callback, as onnxruntime does
+                callback(None, user_data, f"{type(e).__name__}: {e}")
+                return
+            callback(res, user_data, "")
+
+        _async_pool().submit(work)
+
+    def io_binding(self) -> IOBinding:
+        return IOBinding(self)
+
+    def run_with_iobinding(self, iobinding: IOBinding, run_options: RunOptions | None = None
+                           ) -> None:
+        feeds = dict(iobinding._inputs)
+        names = list(iobinding._output_order) or [o.name for o in self._outputs]
+        outs = self._run(names, feeds, run_options)
+        results = []
+        for name, v in zip(names, outs):
+            dev, pre = iobinding._outputs.get(name, (None, None))
+            v = host_output(v, self._const_ids)
+            if pre is not None and pre.device().is_host:
+                target = pre.value()
+                if target.shape != np.shape(v):
+                    raise InvalidArgument(f"output '{name}': the bound buffer has shape "
+                                          f"{target.shape}, the result has {np.shape(v)}")
+                np.copyto(target, v)
+                results.append(pre)
+            else:
+                results.append(OrtValue(v))
+        iobinding._results = results
+
+
+_POOL: concurrent.futures.ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _async_pool() -> concurrent.futures.ThreadPoolExecutor:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = concurrent.futures.ThreadPoolExecutor(max_workers=4,
+                                                          thread_name_prefix="onnxrt-async")
+        return _POOL
+
+
+def _with_overrides(plan: Any, overrides: dict[str, Any], slots: dict[str, int]) -> Any:
+    import copy
+
+    p = copy.copy(plan)
+    p.initial = list(plan.initial)
+    for n, v in overrides.items():
+        p.initial[slots[n]] = v
+    return p

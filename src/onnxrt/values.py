@@ -1,0 +1,289 @@
+"""OrtValue, NodeArg, ModelMetadata and IOBinding."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import onnx
+
+from onnxrt.errors import InvalidArgument
+from onnxrt.framework.device import CPU_DEVICE, Device
+from onnxrt.ir.dtypes import elem_type_name, np_dtype, onnx_elem_type, type_string
+
+__all__ = ["OrtValue", "NodeArg", "ModelMetadata", "IOBinding", "value_type_string",
+           "OrtDevice"]
+
+
+def _to_host_array(x: Any) -> np.ndarray:
+    arr = np.asarray(x)
+    if arr.dtype.kind in "US":
+        arr = arr.astype(object)
+    return arr
+
+
+def value_type_string(v: Any) -> str:
+    """onnxruntime's type string for a runtime value."""
+    if isinstance(v, OrtValue):
+        return v.data_type()
+    if isinstance(v, list):
+        inner = value_type_string(v[0]) if v else "tensor(float)"
+        return f"seq({inner})"
+    if isinstance(v, dict):
+        if not v:
+            return "map(int64,tensor(float))"
+        k = next(iter(v))
+        key = "string" if isinstance(k, str) else "int64"
+        val = next(iter(v.values()))
+        return f"map({key},{value_type_string(np.asarray(val))})"
+    arr = np.asarray(v)
+    return f"tensor({elem_type_name(onnx_elem_type(arr.dtype))})"
+
+
+class OrtDevice:
+    """onnxruntime.OrtDevice-like descriptor of a device."""
+
+    def __init__(self, device: Device) -> None:
+        self._device = device
+
+    def device_type(self) -> str:
+        return self._device.type
+
+    def device_id(self) -> int:
+        return self._device.id
+
+    def __repr__(self) -> str:
+        return f"OrtDevice({self._device})"
+
+
+class OrtValue:
+    """A value and the device it lives on. On the host the payload is a numpy array, a list
+    (sequence), a dict (map) or None (empty optional); on other devices it is the device
+    engine's tensor, and reading it as numpy copies it to the host through its provider."""
+
+    __slots__ = ("_value", "_device", "_to_host")
+
+    def __init__(self, value: Any, device: Device = CPU_DEVICE, to_host: Any = None) -> None:
+        self._value = value
+        self._device = device
+        self._to_host = to_host
+
+    # -- construction, as onnxruntime spells it -------------------------------------------
+    @staticmethod
+    def ortvalue_from_numpy(numpy_obj: Any, device_type: str = "cpu", device_id: int = 0,
+                            vendor_id: int = -1) -> "OrtValue":
+        dev = Device(device_type, device_id)
+        arr = _to_host_array(numpy_obj)
+        if dev.is_host:
+            return OrtValue(arr, dev)
+        from onnxrt.framework.registry import transfer_to_device
+
+        return transfer_to_device(arr, dev)
+
+    @staticmethod
+    def ortvalue_from_shape_and_type(shape: Sequence[int], element_type: Any,
+                                     device_type: str = "cpu", device_id: int = 0,
+                                     vendor_id: int = -1) -> "OrtValue":
+        if isinstance(element_type, int) and not isinstance(element_type, np.dtype):
+            dt = np_dtype(element_type)
+        else:
+            dt = np.dtype(element_type)
+        return OrtValue.ortvalue_from_numpy(np.zeros(tuple(shape), dtype=dt), device_type,
+                                            device_id)
+
+    @staticmethod
+    def ortvalue_from_numpy_with_onnx_type(data: Any, onnx_element_type: int) -> "OrtValue":
+        arr = np.asarray(data)
+        want = np_dtype(onnx_element_type)
+        if arr.dtype != want:
+            arr = arr.view(want) if arr.dtype.itemsize == want.itemsize else arr.astype(want)
+        return OrtValue(arr)
+
+    # -- inspection -----------------------------------------------------------------------
+    def numpy(self) -> Any:
+        v = self._value
+        if not self._device.is_host:
+            v = self._to_host(v) if self._to_host is not None else v
+        if isinstance(v, (np.ndarray, np.generic)):
+            return np.asarray(v)
+        return v
+
+    def value(self) -> Any:
+        """The raw payload (device tensor on a device)."""
+        return self._value
+
+    def is_tensor(self) -> bool:
+        return not isinstance(self._value, (list, dict)) and self._value is not None
+
+    def is_tensor_sequence(self) -> bool:
+        return isinstance(self._value, list)
+
+    def has_value(self) -> bool:
+        return self._value is not None
+
+    def shape(self) -> list[int]:
+        return list(getattr(self._value, "shape", ()))
+
+    def element_type(self) -> int:
+        dt = getattr(self._value, "dtype", None)
+        if dt is None:
+            raise InvalidArgument("element_type() is only defined for tensors")
+        try:
+            return onnx_elem_type(np.dtype(dt))
+        except TypeError:
+            return onnx_elem_type(np.dtype(str(dt).replace("torch.", "")))
+
+    def data_type(self) -> str:
+        if self.is_tensor():
+            return f"tensor({elem_type_name(self.element_type())})"
+        return value_type_string(self._value)
+
+    def device_name(self) -> str:
+        return self._device.type
+
+    def device(self) -> Device:
+        return self._device
+
+    def data_ptr(self) -> int:
+        v = self._value
+        if isinstance(v, np.ndarray):
+            return int(v.__array_interface__["data"][0])
+        ptr = getattr(v, "data_ptr", None)
+        return int(ptr()) if callable(ptr) else 0
+
+    def update_inplace(self, np_arr: Any) -> None:
+        arr = np.asarray(np_arr)
+        if not self._device.is_host:
+            from onnxrt.framework.registry import transfer_to_device
+
+            self._value = transfer_to_device(arr, self._device)._value
+            return
+        if arr.shape != self._value.shape:
+            raise InvalidArgument(f"update_inplace: shape {arr.shape} differs from the "
+                                  f"value's {self._value.shape}")
+        np.copyto(self._value, arr, casting="same_kind")
+
+    def __repr__(self) -> str:
+        return f"OrtValue({self.data_type()}, shape={self.shape()}, device={self._device})"
+
+
+class NodeArg:
+    """An input or output of a model: name, type string and shape (ints, dim names, None)."""
+
+    def __init__(self, name: str, type: str, shape: list[Any]) -> None:  # noqa: A002
+        self.name = name
+        self.type = type
+        self.shape = shape
+
+    @classmethod
+    def from_value_info(cls, name: str, tp: onnx.TypeProto | None) -> "NodeArg":
+        shape: list[Any] = []
+        if tp is not None:
+            t = tp
+            while t.WhichOneof("value") == "optional_type":
+                t = t.optional_type.elem_type
+            if t.WhichOneof("value") in ("tensor_type", "sparse_tensor_type"):
+                tt = t.tensor_type if t.HasField("tensor_type") else t.sparse_tensor_type
+                if tt.HasField("shape"):
+                    for d in tt.shape.dim:
+                        if d.HasField("dim_value"):
+                            shape.append(int(d.dim_value))
+                        elif d.HasField("dim_param"):
+                            shape.append(d.dim_param)
+                        else:
+                            shape.append(None)
+                else:
+                    shape = None  # type: ignore[assignment]
+        return cls(name, type_string(tp), shape)
+
+    def __repr__(self) -> str:
+        return f"NodeArg(name='{self.name}', type='{self.type}', shape={self.shape})"
+
+    __str__ = __repr__
+
+
+class ModelMetadata:
+    def __init__(self, model: onnx.ModelProto) -> None:
+        self.producer_name = model.producer_name
+        self.graph_name = model.graph.name
+        self.domain = model.domain
+        self.description = model.doc_string
+        self.graph_description = model.graph.doc_string
+        self.version = int(model.model_version)
+        self.custom_metadata_map = {p.key: p.value for p in model.metadata_props}
+
+    def __repr__(self) -> str:
+        return (f"ModelMetadata(producer_name={self.producer_name!r}, "
+                f"graph_name={self.graph_name!r}, version={self.version})")
+
+
+class IOBinding:
+    """Inputs and outputs bound ahead of a run (onnxruntime.IOBinding)."""
+
+    def __init__(self, session: Any) -> None:
+        self._session = session
+        self._inputs: dict[str, OrtValue] = {}
+        self._outputs: dict[str, tuple[Device, OrtValue | None]] = {}
+        self._output_order: list[str] = []
+        self._results: list[OrtValue] = []
+
+    def bind_cpu_input(self, name: str, arr_on_cpu: Any) -> None:
+        self._inputs[name] = OrtValue(_to_host_array(arr_on_cpu))
+
+    def bind_input(self, name: str, device_type: str, device_id: int, element_type: Any,
+                   shape: Sequence[int], buffer_ptr: Any) -> None:
+        if isinstance(buffer_ptr, OrtValue):
+            self._inputs[name] = buffer_ptr
+            return
+        if isinstance(buffer_ptr, np.ndarray) or not isinstance(buffer_ptr, int):
+            self._inputs[name] = OrtValue.ortvalue_from_numpy(
+                np.asarray(buffer_ptr, dtype=element_type).reshape(tuple(shape)),
+                device_type, device_id)
+            return
+        raise InvalidArgument("bind_input with a raw pointer is not supported: bind a numpy "
+                              "array, a device tensor or an OrtValue instead")
+
+    def bind_ortvalue_input(self, name: str, ortvalue: OrtValue) -> None:
+        self._inputs[name] = ortvalue
+
+    def synchronize_inputs(self) -> None:
+        pass
+
+    def bind_output(self, name: str, device_type: str = "cpu", device_id: int = 0,
+                    element_type: Any = None, shape: Sequence[int] | None = None,
+                    buffer_ptr: Any = None) -> None:
+        dev = Device(device_type, device_id)
+        pre = None
+        if isinstance(buffer_ptr, OrtValue):
+            pre = buffer_ptr
+        elif isinstance(buffer_ptr, np.ndarray):
+            pre = OrtValue(buffer_ptr, dev)
+        self._bind_out(name, dev, pre)
+
+    def bind_ortvalue_output(self, name: str, ortvalue: OrtValue) -> None:
+        self._bind_out(name, ortvalue.device(), ortvalue)
+
+    def _bind_out(self, name: str, dev: Device, pre: OrtValue | None) -> None:
+        if name not in self._outputs:
+            self._output_order.append(name)
+        self._outputs[name] = (dev, pre)
+
+    def synchronize_outputs(self) -> None:
+        pass
+
+    def get_outputs(self) -> list[OrtValue]:
+        return list(self._results)
+
+    def get_outputs_as_ortvaluevector(self) -> list[OrtValue]:
+        return list(self._results)
+
+    def copy_outputs_to_cpu(self) -> list[Any]:
+        return [v.numpy() for v in self._results]
+
+    def clear_binding_inputs(self) -> None:
+        self._inputs.clear()
+
+    def clear_binding_outputs(self) -> None:
+        self._outputs.clear()
+        self._output_order.clear()
+        self._results = []
