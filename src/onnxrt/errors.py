@@ -86,5 +86,5 @@ class NotFound(OnnxRuntimeError, LookupError):
     """Something looked up by name was not found."""
 
 
-class RunCanceled(RuntimeException):
-    """The run was cancelled through ``RunOptions.terminate``."""
+class RunCanceled(Fail):
+    """The run was cancelled through ``RunOptions.terminate`` (onnxruntime raises FAIL)."""

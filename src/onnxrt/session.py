@@ -13,7 +13,7 @@ from onnxrt.execute.executor import RunContext, execute_plan
 from onnxrt.execute.feeds import InputSpec, host_output, prepare_feeds
 from onnxrt.framework.registry import resolve_providers
 from onnxrt.ir.load import load_model
-from onnxrt.options import RunOptions, SessionOptions
+from onnxrt.options import GraphOptimizationLevel, RunOptions, SessionOptions
 from onnxrt.partition.partitioner import KernelAssigner
 from onnxrt.plan.planner import Planner
 from onnxrt.values import IOBinding, ModelMetadata, NodeArg, OrtValue
@@ -41,7 +41,10 @@ class InferenceSession:
         model = self._model
         opsets = {imp.domain: imp.version for imp in model.opset_import}
         functions = {(f.domain, f.name): f for f in model.functions}
-        planner = Planner(opsets, functions, KernelAssigner(eps))
+        level = self._sess_options.graph_optimization_level
+        planner = Planner(opsets, functions, KernelAssigner(eps),
+                          fold_constants=level >= GraphOptimizationLevel.ORT_ENABLE_BASIC,
+                          ir_version=model.ir_version)
         plan = planner.plan_graph(model.graph, is_main=True)
         # state swapped in only once everything succeeded: a failed rebuild keeps the old one
         self._providers = eps
@@ -53,16 +56,18 @@ class InferenceSession:
         self._inputs = [NodeArg.from_value_info(vi.name, vi.type) for vi in g.input
                         if vi.name not in init_names]
         self._overridable = [NodeArg.from_value_info(vi.name, vi.type) for vi in g.input
-                             if vi.name in init_names]
+                             if vi.name in init_names and model.ir_version >= 4]
         self._outputs = [NodeArg.from_value_info(vi.name, vi.type) for vi in g.output]
         self._specs = {vi.name: InputSpec(vi.name, vi.type if vi.HasField("type") else None,
                                           free) for vi in g.input}
         self._required = [a.name for a in self._inputs
                           if not self._specs[a.name].optional]
         self._input_index = {n: i for i, n in enumerate(plan.input_names)}
-        self._override_slots = {vi.name: plan.initial.index(None) for vi in ()}  # unused
+        overridable = {a.name for a in self._overridable}
         self._init_slots = {name: i for i, name in enumerate(plan.slot_names)
-                            if name in init_names}
+                            if name in overridable}
+        self._specs = {n: sp for n, sp in self._specs.items()
+                       if n not in init_names or n in overridable}
         self._output_index = {n: i for i, n in enumerate(plan.output_names)}
 
     # -- metadata -------------------------------------------------------------------------

@@ -209,7 +209,9 @@ class ModelMetadata:
         self.domain = model.domain
         self.description = model.doc_string
         self.graph_description = model.graph.doc_string
-        self.version = int(model.model_version)
+        # onnxruntime reports INT64_MAX when the model does not set a version
+        self.version = (int(model.model_version) if model.HasField("model_version")
+                        else 2**63 - 1)
         self.custom_metadata_map = {p.key: p.value for p in model.metadata_props}
 
     def __repr__(self) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from onnxrt.errors import OnnxRuntimeError, RunCanceled, RuntimeException
+from onnxrt.errors import Fail, OnnxRuntimeError, RunCanceled, RuntimeException
 from onnxrt.plan.plan import GraphPlan
 
 __all__ = ["RunContext", "execute_plan"]
@@ -83,7 +83,7 @@ def execute_plan(plan: GraphPlan, inputs: list[Any] | tuple[Any, ...],
     except Exception as e:  # a kernel failed: name the node, its op and the provider
         step = plan.steps[i]
         node = step.node
-        raise RuntimeException(
+        raise Fail(
             f"Non-zero status code returned while running {node.op_type} node. "
             f"Name:'{node.name}' (op {_op_id(node)}, provider {step.provider}) "
             f"Status Message: {type(e).__name__}: {e}") from e

@@ -12,7 +12,8 @@ from typing import Iterator
 import onnx
 from google.protobuf.message import DecodeError
 
-from onnxrt.errors import InvalidArgument, InvalidGraph, InvalidProtobuf, NoModel, NoSuchFile
+from onnxrt.errors import (Fail, InvalidArgument, InvalidGraph, InvalidProtobuf, NoModel,
+                           NoSuchFile)
 
 __all__ = ["load_model", "iter_graphs", "MIN_IR_VERSION"]
 
@@ -48,7 +49,13 @@ def load_model(model: object, external_data_dir: str | None = None) -> tuple[onn
         raise InvalidArgument(
             f"model must be a path, bytes or onnx.ModelProto, got {type(model).__name__}")
     if not proto.HasField("graph"):
-        raise InvalidProtobuf("the model has no graph: not an ONNX model, or a truncated one")
+        if proto.ByteSize() == 0:
+            raise InvalidArgument("No graph was found in the protobuf: the model is empty")
+        raise InvalidProtobuf("Failed to load model because protobuf parsing failed: no graph "
+                              "in the protobuf (a truncated file, or not an ONNX model)")
+    if not len(proto.opset_import):
+        raise InvalidProtobuf("Missing opset in the model: every ModelProto must import an "
+                              "operator set (a truncated file, or not an ONNX model)")
     _check_versions(proto)
     _resolve_external_data(proto, base)
     return proto, base
@@ -56,8 +63,6 @@ def load_model(model: object, external_data_dir: str | None = None) -> tuple[onn
 
 def _parse(data: bytes, where: str) -> onnx.ModelProto:
     proto = onnx.ModelProto()
-    if not data:
-        raise InvalidProtobuf(f"Load model from {where} failed: the model is empty")
     try:
         proto.ParseFromString(data)
     except (DecodeError, RuntimeError, ValueError) as e:
@@ -77,7 +82,7 @@ def _check_versions(proto: onnx.ModelProto) -> None:
     newest = onnx.defs.onnx_opset_version()
     for imp in proto.opset_import:
         if imp.domain in ("", "ai.onnx") and imp.version > newest:
-            raise InvalidGraph(
+            raise Fail(
                 f"opset {imp.version} of domain ai.onnx is not supported: the newest this "
                 f"onnxrt knows is {newest} (onnx {onnx.__version__})")
         if imp.domain in ("", "ai.onnx") and imp.version < 1:

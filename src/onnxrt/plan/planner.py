@@ -26,7 +26,8 @@ from onnxrt.plan.plan import (MODE_CTX, MODE_MULTI, MODE_SINGLE, NONE_SLOT, SINK
 
 __all__ = ["Planner", "graph_free_names"]
 
-FUNCTION_PROVIDER = "CPUExecutionProvider"
+FUNCTION_PROVIDER = "CPUExecutionProvider"  # runs function bodies' call steps
+HOST_PROVIDER = "CPUExecutionProvider"      # constant folding uses host kernels only
 
 
 def graph_free_names(graph: onnx.GraphProto | Iterable[onnx.NodeProto],
@@ -141,11 +142,16 @@ class Planner:
     """Plans a model's graphs. One Planner per session."""
 
     def __init__(self, opsets: dict[str, int], functions: dict[tuple[str, str], onnx.FunctionProto],
-                 assigner: KernelAssigner) -> None:
+                 assigner: KernelAssigner, *, fold_constants: bool = True,
+                 ir_version: int = 8) -> None:
         self.opsets = {("" if k == "ai.onnx" else k): v for k, v in opsets.items()}
         self.functions = functions
         self.assigner = assigner
-        self._fn_cache: dict[Any, GraphPlan] = {}
+        self.fold_constants = fold_constants
+        # before IR 4 every initializer was also listed as a graph input, and such inputs are
+        # constants, not overridable (onnxruntime treats them the same way)
+        self.initializer_inputs_are_constant = ir_version < 4
+        self.folded: list[str] = []
 
     # -- graphs ---------------------------------------------------------------------------
     def plan_graph(self, graph: onnx.GraphProto, outer_scope: frozenset[str] = frozenset(),
@@ -179,6 +185,8 @@ class Planner:
         input_types = []
         for vi in graph.input:
             if vi.name in slots:  # an overridable initializer: a default the caller may replace
+                if self.initializer_inputs_are_constant:
+                    continue
                 constants.pop(vi.name, None)
                 if not is_main:
                     input_names.append(vi.name)
@@ -237,6 +245,15 @@ class Planner:
             out_types = tuple(types.get(n) for n in node.output)
             step = self._make_step(node, opsets, subgraphs, implicit, const_in, in_types,
                                    out_types, tuple(ins + implicit_slots), tuple(outs))
+            if self._foldable(node, step, const_in):
+                folded = self._fold(step, initial)
+                if folded is not None:
+                    for name, slot, v in zip(node.output, outs, folded):
+                        if name:
+                            initial[slot] = v
+                            constants[name] = v
+                    self.folded.append(node.name or node.op_type)
+                    continue
             steps.append(step)
             step_reads.append(list(step.ins))
 
@@ -280,6 +297,30 @@ class Planner:
             input_types=tuple(input_types), output_types=tuple(output_types),
             slot_names=slot_names)
         return plan.freeze()
+
+    def _foldable(self, node: onnx.NodeProto, step: Step, const_in: dict[int, Any]) -> bool:
+        """A node is folded at session creation when every input it reads is a constant and
+        its result cannot change between runs."""
+        if not self.fold_constants or step.mode & MODE_CTX or step.node.subgraphs:
+            return False
+        if node.op_type in _NONDETERMINISTIC or step.provider != HOST_PROVIDER:
+            return False
+        present = [i for i, n in enumerate(node.input) if n]
+        if not present and node.op_type not in _FOLDABLE_WITHOUT_INPUTS:
+            return False
+        return all(i in const_in for i in present)
+
+    @staticmethod
+    def _fold(step: Step, initial: list[Any]) -> list[Any] | None:
+        args = [initial[s] for s in step.ins]
+        try:
+            res = step.fn(*args)
+        except Exception:  # leave it to run time, where the error names the node
+            return None
+        if step.mode & MODE_MULTI:
+            res = list(res) + [None] * (len(step.outs) - len(res))
+            return res
+        return [res]
 
     def _plan_subgraphs(self, node: onnx.NodeProto, visible: frozenset[str],
                         opsets: dict[str, int]) -> tuple[dict[str, Any], list[str]]:
@@ -449,6 +490,13 @@ class Planner:
 
 
 _MISSING = object()
+
+# ops whose result may differ from run to run (never folded)
+_NONDETERMINISTIC = frozenset({
+    "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
+    "Bernoulli", "Dropout",
+})
+_FOLDABLE_WITHOUT_INPUTS: frozenset[str] = frozenset()
 
 
 def _same(a: Any, b: Any) -> bool:

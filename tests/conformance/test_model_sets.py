@@ -1,0 +1,99 @@
+"""The backend suite's model sets (simple, pytorch-converted, pytorch-operator) and the nine
+light CNNs of the zoo shipped inside the onnx package, against their stored outputs."""
+
+from __future__ import annotations
+
+import glob
+import os
+import warnings
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    from onnx.backend.test.loader import load_model_tests
+
+import onnxrt as ort
+from conformance.exclusions import EXCLUDED
+from oracle import assert_all_similar
+
+LIGHT_DIR = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
+LIGHT = sorted(os.path.basename(p)[len("light_"):-len(".onnx")]
+               for p in glob.glob(os.path.join(LIGHT_DIR, "light_*.onnx")))
+
+
+def _read(path: str, tp: onnx.TypeProto):
+    with open(path, "rb") as f:
+        data = f.read()
+    if tp.HasField("sequence_type"):
+        seq = onnx.SequenceProto()
+        seq.ParseFromString(data)
+        return numpy_helper.to_list(seq)
+    if tp.HasField("optional_type"):
+        opt = onnx.OptionalProto()
+        opt.ParseFromString(data)
+        return numpy_helper.to_optional(opt)
+    t = onnx.TensorProto()
+    t.ParseFromString(data)
+    return numpy_helper.to_array(t)
+
+
+def _cases():
+    for kind in ("simple", "pytorch-converted", "pytorch-operator"):
+        for case in load_model_tests(kind=kind):
+            marks = []
+            if case.name in EXCLUDED:
+                marks.append(pytest.mark.xfail(reason=EXCLUDED[case.name], strict=True))
+            yield pytest.param(case, id=f"{kind}/{case.name}", marks=marks)
+
+
+@pytest.mark.parametrize("case", list(_cases()))
+def test_model_set(case):
+    path = os.path.join(case.model_dir, "model.onnx")
+    model = onnx.load(path)
+    sess = ort.InferenceSession(path)
+    init = {t.name for t in model.graph.initializer}
+    inputs = [i for i in model.graph.input if i.name not in init]
+    outputs = list(model.graph.output)
+    sets = sorted(glob.glob(os.path.join(case.model_dir, "test_data_set_*")))
+    assert sets
+    for d in sets:
+        feeds = {}
+        for i, vi in enumerate(inputs):
+            p = os.path.join(d, f"input_{i}.pb")
+            if os.path.exists(p):
+                feeds[vi.name] = _read(p, vi.type)
+        refs = [_read(os.path.join(d, f"output_{i}.pb"), vi.type) for i, vi in enumerate(outputs)]
+        outs = sess.run(None, feeds)
+        assert_all_similar(refs, outs, case.rtol, case.atol, [o.name for o in outputs])
+
+
+def light_input(vi: onnx.ValueInfoProto) -> np.ndarray:
+    """The backend runner's deterministic input for the light models: arange / n."""
+    shape = tuple(d.dim_value if d.HasField("dim_value") else 1
+                  for d in vi.type.tensor_type.shape.dim)
+    n = int(np.prod(shape))
+    return (np.arange(n).reshape(shape) / n).astype(np.float32)
+
+
+@pytest.mark.parametrize("name", LIGHT)
+@pytest.mark.parametrize("level", ["ORT_DISABLE_ALL", "ORT_ENABLE_ALL"])
+def test_light_zoo(name, level):
+    path = os.path.join(LIGHT_DIR, f"light_{name}.onnx")
+    model = onnx.load(path)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
+    sess = ort.InferenceSession(path, so)
+    feeds = {a.name: light_input(next(vi for vi in model.graph.input if vi.name == a.name))
+             for a in sess.get_inputs()}
+    refs = []
+    for i in range(len(model.graph.output)):
+        t = onnx.TensorProto()
+        with open(os.path.join(LIGHT_DIR, f"light_{name}_output_{i}.pb"), "rb") as f:
+            t.ParseFromString(f.read())
+        refs.append(numpy_helper.to_array(t))
+    outs = sess.run(None, feeds)
+    assert_all_similar(refs, outs, 1e-3, 1e-7, [o.name for o in model.graph.output])
