@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import threading
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from onnxrt.errors import InvalidArgument, NotImplemented as NotImplementedErr
+from onnxrt.execute.checks import OutputChecker
 from onnxrt.execute.executor import RunContext, execute_plan
 from onnxrt.execute.feeds import InputSpec, host_output, prepare_feeds
 from onnxrt.framework.registry import resolve_providers
@@ -69,6 +71,9 @@ class InferenceSession:
         self._specs = {n: sp for n, sp in self._specs.items()
                        if n not in init_names or n in overridable}
         self._output_index = {n: i for i, n in enumerate(plan.output_names)}
+        debug = (self._sess_options._config.get("session.debug_checks") == "1"
+                 or os.environ.get("ONNXRT_DEBUG") == "1")
+        self._hook = OutputChecker() if debug else None
 
     # -- metadata -------------------------------------------------------------------------
     def get_inputs(self) -> list[NodeArg]:
@@ -135,7 +140,7 @@ class InferenceSession:
         if any(n in self._init_slots for n in feeds):
             plan = _with_overrides(plan, {n: feeds[n] for n in feeds if n in self._init_slots},
                                    self._init_slots)
-        ctx = RunContext(run_options)
+        ctx = RunContext(run_options, self._hook)
         if run_options is not None and run_options.terminate:
             from onnxrt.errors import RunCanceled
 
