@@ -9,8 +9,12 @@ from onnxrt.errors import (EPFail, Fail, InvalidArgument, InvalidGraph, InvalidP
 from onnxrt.framework.device import Device
 from onnxrt.framework.kernel import KernelDef, KernelRegistry, NodeInfo
 from onnxrt.framework.provider import ExecutionProvider
-from onnxrt.framework.registry import (get_all_providers, get_available_providers,
+from onnxrt.framework.registry import (get_all_providers, get_available_providers, init,
                                        register_execution_provider)
+from onnxrt.framework.transfer import DataTransfer
+from onnxrt.partition.capability import Capability
+from onnxrt.partition.grouping import group_nodes
+from onnxrt.partition.view import GraphView, NodeView
 from onnxrt.options import (ExecutionMode, ExecutionOrder, GraphOptimizationLevel,
                             OrtAllocatorType, OrtMemType, RunOptions, SessionOptions)
 from onnxrt.session import InferenceSession
@@ -23,7 +27,8 @@ __all__ = [
     "InferenceSession", "SessionOptions", "RunOptions", "GraphOptimizationLevel",
     "ExecutionMode", "ExecutionOrder", "OrtAllocatorType", "OrtMemType", "OrtValue",
     "IOBinding", "NodeArg", "ModelMetadata", "OrtDevice", "Device", "ExecutionProvider",
-    "KernelRegistry", "KernelDef", "NodeInfo", "register_execution_provider",
+    "KernelRegistry", "KernelDef", "NodeInfo", "register_execution_provider", "init",
+    "DataTransfer", "Capability", "group_nodes", "GraphView", "NodeView",
     "get_all_providers", "get_available_providers", "get_device", "get_version_string",
     "get_build_info", "set_seed", "set_default_logger_severity",
     "Fail", "InvalidArgument", "NoSuchFile", "NoModel", "InvalidProtobuf", "InvalidGraph",

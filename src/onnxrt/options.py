@@ -77,6 +77,12 @@ class SessionOptions:
         self._free_dims_by_name: dict[str, int] = {}
         self._free_dims_by_denotation: dict[str, int] = {}
         self._providers: list[tuple[str, dict[str, str]]] = []
+        self._memory_files: dict[str, bytes] = {}
+        self._load_cancelled = False
+        self._selection_policy: Any = None
+        self._selection_delegate: Any = None
+        self._provider_devices: list[Any] = []
+        self._ep_context_read: Any = None
 
     def add_session_config_entry(self, key: str, value: str) -> None:
         self._config[str(key)] = str(value)
@@ -95,6 +101,34 @@ class SessionOptions:
     def add_external_initializers(self, names: list[str], values: list[Any]) -> None:
         for n, v in zip(names, values):
             self._initializers[n] = v
+
+    def add_external_initializers_from_files_in_memory(self, names: list[str],
+                                                       buffers: list[Any],
+                                                       lengths: list[int]) -> None:
+        """External-data files given from memory: the loader reads them instead of disk."""
+        for n, b, ln in zip(names, buffers, lengths):
+            self._memory_files[str(n)] = bytes(memoryview(b).cast("B")[: int(ln)])
+
+    def set_load_cancellation_flag(self, value: bool) -> None:
+        self._load_cancelled = bool(value)
+
+    def set_provider_selection_policy(self, policy: Any) -> None:
+        """Stored only: onnxrt selects providers from the explicit list."""
+        self._selection_policy = policy
+
+    def set_provider_selection_policy_delegate(self, delegate: Any) -> None:
+        """Stored only: onnxrt selects providers from the explicit list."""
+        self._selection_delegate = delegate
+
+    def add_provider_for_devices(self, ep_devices: Any, options: dict[str, str]) -> None:
+        """Stored only: onnxrt has no device enumeration API; name providers instead."""
+        self._provider_devices.append((ep_devices, dict(options)))
+
+    def set_ep_context_data_read_func(self, read_func: Any, max_data_size: int) -> None:
+        self._ep_context_read = (read_func, int(max_data_size))
+
+    def clear_ep_context_data_read_func(self) -> None:
+        self._ep_context_read = None
 
     def add_free_dimension_override_by_name(self, name: str, value: int) -> None:
         self._free_dims_by_name[name] = int(value)
@@ -132,6 +166,11 @@ class RunOptions:
         self.only_execute_path_to_fetches = False
         self.terminate = False
         self._config: dict[str, str] = {}
+        self._adapters: list[Any] = []
+
+    def add_active_adapter(self, adapter: Any) -> None:
+        """Stored only: LoRA adapters are not applied by onnxrt yet."""
+        self._adapters.append(adapter)
 
     def add_run_config_entry(self, key: str, value: str) -> None:
         self._config[str(key)] = str(value)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import os
 import threading
 from typing import Any, Callable, Sequence
@@ -13,11 +14,13 @@ from onnxrt.errors import InvalidArgument, NotImplemented as NotImplementedErr
 from onnxrt.execute.checks import OutputChecker
 from onnxrt.execute.executor import RunContext, execute_plan
 from onnxrt.execute.feeds import InputSpec, host_output, prepare_feeds
-from onnxrt.framework.registry import resolve_providers
+from onnxrt.framework.registry import _entry_name, default_providers, resolve_providers
 from onnxrt.ir.load import load_model
 from onnxrt.options import GraphOptimizationLevel, RunOptions, SessionOptions
-from onnxrt.partition.partitioner import KernelAssigner
+from onnxrt.partition.partitioner import KernelAssigner, partition_model
+from onnxrt.partition.report import AssignedSubgraph, assignment_info, placement_report
 from onnxrt.plan.planner import Planner
+from onnxrt.framework.device import CPU_DEVICE, Device
 from onnxrt.values import IOBinding, ModelMetadata, NodeArg, OrtValue
 
 __all__ = ["InferenceSession"]
@@ -33,28 +36,51 @@ class InferenceSession:
         self._sess_options = sess_options if sess_options is not None else SessionOptions()
         self._model_source = path_or_bytes
         self._model_path = path_or_bytes if isinstance(path_or_bytes, str) else None
-        self._model, self._base_dir = load_model(path_or_bytes)
+        if self._sess_options._load_cancelled:
+            from onnxrt.errors import ModelLoadCanceled
+
+            raise ModelLoadCanceled("session creation was cancelled through "
+                                    "SessionOptions.set_load_cancellation_flag")
+        self._model, self._base_dir = load_model(path_or_bytes,
+                                                 memory_files=self._sess_options._memory_files)
         self._build(providers, provider_options)
 
     # -- building -------------------------------------------------------------------------
     def _build(self, providers: Sequence[Any] | None,
                provider_options: Sequence[dict[str, Any]] | None) -> None:
-        eps = resolve_providers(providers, provider_options)
+        so = self._sess_options
+        cfg = so._config
+        if providers is None and so.has_providers():
+            providers = list(so._providers)
+        use_defaults = cfg.get("session.use_default_providers", "1") != "0"
+        eps = resolve_providers(providers, provider_options,
+                                cfg.get("session.provider_fallback", "warn"),
+                                default_providers() if use_defaults else ())
+        cpu_requested = any(_entry_name(p) == "CPUExecutionProvider"
+                            for p in (providers or []))
         model = self._model
         opsets = {imp.domain: imp.version for imp in model.opset_import}
         functions = {(f.domain, f.name): f for f in model.functions}
-        level = self._sess_options.graph_optimization_level
-        planner = Planner(opsets, functions, KernelAssigner(eps),
+        part = partition_model(
+            model, eps, opsets,
+            disable_cpu_fallback=cfg.get("session.disable_cpu_ep_fallback", "0") == "1",
+            cpu_requested=cpu_requested)
+        level = so.graph_optimization_level
+        planner = Planner(opsets, functions, KernelAssigner(eps), partition=part,
                           fold_constants=level >= GraphOptimizationLevel.ORT_ENABLE_BASIC,
                           ir_version=model.ir_version)
-        plan = planner.plan_graph(model.graph, is_main=True)
+        plan = planner.plan_graph(model.graph, is_main=True, path="main")
         # state swapped in only once everything succeeded: a failed rebuild keeps the old one
         self._providers = eps
+        self._partition = part
+        self._planner = planner
         self._plan = plan
+        used = set(part.providers_used()) | {st.provider for st in plan.steps}
+        self._active = [ep for ep in eps if ep.name in used]
         self._const_ids = frozenset(id(v) for v in plan.initial if isinstance(v, np.ndarray))
         g = model.graph
         init_names = {t.name for t in g.initializer}
-        free = self._sess_options._free_dims_by_name
+        free = so._free_dims_by_name
         self._inputs = [NodeArg.from_value_info(vi.name, vi.type) for vi in g.input
                         if vi.name not in init_names]
         self._overridable = [NodeArg.from_value_info(vi.name, vi.type) for vi in g.input
@@ -71,9 +97,27 @@ class InferenceSession:
         self._specs = {n: sp for n, sp in self._specs.items()
                        if n not in init_names or n in overridable}
         self._output_index = {n: i for i, n in enumerate(plan.output_names)}
-        debug = (self._sess_options._config.get("session.debug_checks") == "1"
-                 or os.environ.get("ONNXRT_DEBUG") == "1")
+        debug = (cfg.get("session.debug_checks") == "1" or os.environ.get("ONNXRT_DEBUG") == "1")
         self._hook = OutputChecker() if debug else None
+        if so.log_severity_level == 0 or (so.log_severity_level == -1 and _LOG.isEnabledFor(
+                logging.DEBUG)):
+            _verbose_logging()
+            _LOG.info("%s", self.placement_report())
+
+    # -- placement ------------------------------------------------------------------------
+    def get_provider_graph_assignment_info(self) -> list[AssignedSubgraph]:
+        """Which provider runs which nodes (onnxruntime 1.31's name; always recorded here)."""
+        return assignment_info(self._partition)
+
+    def placement_report(self) -> str:
+        """A readable account of where every node runs, why the providers ranked above it
+        declined it, the number of partitions, and every device copy."""
+        return placement_report(self._partition, self._plan.steps, self._planner.copies,
+                                self._planner.folded, self._model.graph.name)
+
+    def get_provider_stats(self) -> dict[str, dict[str, int]]:
+        """Per provider: runs seen, device copies and bytes moved."""
+        return {ep.name: ep.allocation_stats() for ep in self._providers}
 
     # -- metadata -------------------------------------------------------------------------
     def get_inputs(self) -> list[NodeArg]:
@@ -120,7 +164,23 @@ class InferenceSession:
             run_options: RunOptions | None = None) -> list[Any]:
         outs = self._run(output_names, input_feed, run_options)
         const_ids = self._const_ids
-        return [host_output(v, const_ids) for v in outs]
+        return [host_output(self._to_host(v, dev), const_ids) for v, dev in outs]
+
+    def _to_host(self, v: Any, dev: Device) -> Any:
+        if dev.is_host:
+            return v
+        ep = next(ep for ep in self._providers if ep.device == dev)
+        return ep.transfer().to_host(v)
+
+    def _to_device(self, v: Any, dev: Device) -> Any:
+        ep = next((ep for ep in self._providers if ep.device == dev), None)
+        if ep is None or ep.transfer() is None:
+            raise InvalidArgument(f"no provider of this session lives on device {dev}")
+        return ep.transfer().to_device(v, dev)
+
+    def _device_feed(self, name: str, v: OrtValue) -> Any:
+        host = v.numpy()
+        return self._specs[name].convert(host)
 
     def _run(self, output_names: Sequence[str] | None, input_feed: dict[str, Any],
              run_options: RunOptions | None) -> list[Any]:
@@ -133,7 +193,9 @@ class InferenceSession:
                 raise InvalidArgument(f"Invalid output name(s): {bad}. Valid output names: "
                                       f"{list(idx)}")
         values = [None] * len(plan.input_names)
-        for name, v in feeds.items():
+        for name, v in list(feeds.items()):
+            if isinstance(v, OrtValue):  # bound on a device: the plan reads host inputs
+                feeds[name] = v = self._device_feed(name, v)
             i = self._input_index.get(name)
             if i is not None:
                 values[i] = v
@@ -145,16 +207,24 @@ class InferenceSession:
             from onnxrt.errors import RunCanceled
 
             raise RunCanceled("Exiting due to terminate flag being set to true.")
-        results = execute_plan(plan, values, None, ctx)
+        active = self._active
+        for ep in active:
+            ep.runs += 1
+            ep.on_run_start(run_options)
+        try:
+            results = execute_plan(plan, values, None, ctx)
+        finally:
+            for ep in active:
+                ep.on_run_end(run_options)
         if output_names:
-            return [results[idx[n]] for n in output_names]
-        return results
+            return [(results[idx[n]], plan.output_devices[idx[n]]) for n in output_names]
+        return list(zip(results, plan.output_devices))
 
     def run_with_ort_values(self, output_names: Sequence[str] | None,
                             input_dict_ort_values: dict[str, OrtValue],
                             run_options: RunOptions | None = None) -> list[OrtValue]:
         outs = self._run(output_names, input_dict_ort_values, run_options)
-        return [OrtValue(host_output(v, self._const_ids)) for v in outs]
+        return [OrtValue(host_output(self._to_host(v, dev), self._const_ids)) for v, dev in outs]
 
     def run_async(self, output_names: Sequence[str] | None, input_feed: dict[str, Any],
                   callback: Callable[[Any, Any, str], None], user_data: Any,
@@ -180,19 +250,38 @@ class InferenceSession:
         names = list(iobinding._output_order) or [o.name for o in self._outputs]
         outs = self._run(names, feeds, run_options)
         results = []
-        for name, v in zip(names, outs):
-            dev, pre = iobinding._outputs.get(name, (None, None))
-            v = host_output(v, self._const_ids)
-            if pre is not None and pre.device().is_host:
-                target = pre.value()
-                if target.shape != np.shape(v):
-                    raise InvalidArgument(f"output '{name}': the bound buffer has shape "
-                                          f"{target.shape}, the result has {np.shape(v)}")
-                np.copyto(target, v)
-                results.append(pre)
-            else:
-                results.append(OrtValue(v))
+        for name, (v, dev) in zip(names, outs):
+            want, pre = iobinding._outputs.get(name, (CPU_DEVICE, None))
+            if want.is_host:
+                v = host_output(self._to_host(v, dev), self._const_ids)
+                if pre is not None:
+                    target = pre.value()
+                    if target.shape != np.shape(v):
+                        raise InvalidArgument(f"output '{name}': the bound buffer has shape "
+                                              f"{target.shape}, the result has {np.shape(v)}")
+                    np.copyto(target, v)
+                    results.append(pre)
+                else:
+                    results.append(OrtValue(v))
+                continue
+            if dev != want:
+                v = self._to_device(self._to_host(v, dev), want)
+            ep = next(ep for ep in self._providers if ep.device == want)
+            results.append(OrtValue(v, want, ep.transfer().to_host))
         iobinding._results = results
+
+
+_LOG = logging.getLogger("onnxrt")
+
+
+def _verbose_logging() -> None:
+    """log_severity_level=0 asks for verbose logs: make sure they reach stderr."""
+    if not _LOG.handlers:
+        h = logging.StreamHandler()
+        h.setFormatter(logging.Formatter("onnxrt: %(message)s"))
+        _LOG.addHandler(h)
+    if _LOG.level == logging.NOTSET or _LOG.level > logging.INFO:
+        _LOG.setLevel(logging.INFO)
 
 
 _POOL: concurrent.futures.ThreadPoolExecutor | None = None

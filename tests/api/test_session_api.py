@@ -30,7 +30,7 @@ def test_nodeargs_and_metadata_match_onnxruntime():
     ours, ref = both(add_model())
     assert nodeargs(ours.get_inputs()) == nodeargs(ref.get_inputs())
     assert nodeargs(ours.get_outputs()) == nodeargs(ref.get_outputs())
-    assert repr(ours.get_inputs()[0]) == repr(ref.get_inputs()[0])
+    assert str(ours.get_inputs()[0]) == str(ref.get_inputs()[0])
     mo, mr = ours.get_modelmeta(), ref.get_modelmeta()
     for attr in ("producer_name", "graph_name", "domain", "description", "graph_description",
                  "version", "custom_metadata_map"):
@@ -260,8 +260,9 @@ def test_ortvalue_api():
         np.testing.assert_array_equal(v.numpy(), a)
         z = mod.OrtValue.ortvalue_from_shape_and_type([4], np.float32)
         assert z.shape() == [4] and z.data_type() == "tensor(float)"
-        v.update_inplace(a * 2)
-        np.testing.assert_array_equal(v.numpy(), a * 2)
+        doubled = a * 2
+        v.update_inplace(doubled)
+        np.testing.assert_array_equal(v.numpy(), doubled)
 
 
 def test_session_options_have_onnxruntimes_attributes_and_defaults():

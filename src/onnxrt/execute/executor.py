@@ -78,7 +78,14 @@ def execute_plan(plan: GraphPlan, inputs: list[Any] | tuple[Any, ...],
                 for s in free:
                     vals[s] = None
                 i += 1
-    except OnnxRuntimeError:
+    except RunCanceled:
+        raise
+    except OnnxRuntimeError as e:
+        # an error from inside a subgraph or function body: say which node holds it
+        step = plan.steps[i] if i < len(plan.steps) else None
+        if step is not None and step.mode & 2:
+            raise type(e)(f"{e} (inside {step.node.op_type} node '{step.node.name}' of "
+                          f"graph '{plan.name}')") from e
         raise
     except Exception as e:  # a kernel failed: name the node, its op and the provider
         step = plan.steps[i]

@@ -2,55 +2,146 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 from onnxrt.errors import InvalidArgument
 from onnxrt.framework.device import CPU_DEVICE, Device
 from onnxrt.framework.kernel import KernelRegistry
 
-__all__ = ["ExecutionProvider"]
+if TYPE_CHECKING:
+    from onnxrt.framework.transfer import DataTransfer
+    from onnxrt.partition.capability import Capability
+    from onnxrt.partition.view import GraphView
+
+__all__ = ["ExecutionProvider", "COMMON_OPTIONS"]
+
+# options every provider accepts, handled by the framework
+COMMON_OPTIONS: dict[str, Any] = {"error_on_failure": False}
 
 
 class ExecutionProvider:
     """Base class of every execution provider.
 
     Kernel-based providers set ``kernels`` (a KernelRegistry): by default they claim every
-    node for which a kernel exists. Compile-based providers override ``get_capability`` and
-    ``compile``. ``options`` declares the accepted options and their defaults.
+    node for which they have a kernel. Compile-based providers override ``get_capability``
+    (usually with ``group_nodes``) and ``compile``. ``options`` declares the accepted options
+    and their defaults; an unknown option is an error listing the valid ones.
     """
 
     name: ClassVar[str] = ""
     kernels: ClassVar[KernelRegistry | None] = None
     device: Device = CPU_DEVICE
     options: ClassVar[dict[str, Any]] = {}
+    # compile again for every new combination of input shapes (static-shape engines)
+    compile_per_shape: ClassVar[bool] = False
 
     def __init__(self, **options: Any) -> None:
-        unknown = sorted(set(options) - set(self.options))
+        valid = {**COMMON_OPTIONS, **self.options}
+        unknown = sorted(set(options) - set(valid))
         if unknown:
-            valid = ", ".join(sorted(self.options)) or "(none)"
             raise InvalidArgument(
                 f"{self.name}: unknown provider option(s) {', '.join(unknown)}; "
-                f"valid options: {valid}")
+                f"valid options: {', '.join(sorted(valid))}")
         merged = dict(self.options)
-        merged.update(options)
+        merged.update({k: v for k, v in options.items() if k in self.options})
         self.provider_options: dict[str, Any] = merged
+        self.error_on_failure = _truthy(options.get("error_on_failure", False))
+        self._transfer: DataTransfer | None = None
+        self.runs = 0
 
+    # -- the four questions --------------------------------------------------------------
     @classmethod
     def is_available(cls) -> bool:
-        return True
+        """Whether this provider's libraries import and its device is present here."""
+        return not cls.unavailable_reason()
+
+    @classmethod
+    def unavailable_reason(cls) -> str:
+        """Why the provider cannot run here ("" when it can)."""
+        return ""
+
+    # -- partitioning --------------------------------------------------------------------
+    def get_capability(self, graph: GraphView) -> list[Capability]:
+        """Claim nodes. The default claims every node this provider has a kernel for."""
+        from onnxrt.partition.capability import Capability
+
+        reg = self.kernels
+        if reg is None:
+            return []
+        claimed = []
+        for node in graph:
+            kd = reg.lookup(node.domain, node.op_type, node.since_version)
+            if kd is None:
+                graph.decline(node, f"no kernel for {node.domain or 'ai.onnx'}::"
+                                    f"{node.op_type}-{node.since_version}")
+                continue
+            if kd.dtypes is not None:
+                bad = _unsupported_type(node, kd.dtypes)
+                if bad:
+                    graph.decline(node, f"no kernel for type {bad}")
+                    continue
+            claimed.append(node)
+        return [Capability(claimed)] if claimed else []
+
+    def compile(self, fused: Any) -> Callable[..., Any]:
+        raise NotImplementedError(f"{self.name} is not a compile-based provider")
+
+    @classmethod
+    def is_compile_based(cls) -> bool:
+        return cls.compile is not ExecutionProvider.compile
+
+    # -- devices -------------------------------------------------------------------------
+    def data_transfer(self) -> DataTransfer | None:
+        """Copies between the host and this provider's device (None on the host)."""
+        return None
+
+    def transfer(self) -> DataTransfer | None:
+        """The provider's DataTransfer, created once."""
+        if self._transfer is None and not self.device.is_host:
+            self._transfer = self.data_transfer()
+        return self._transfer
+
+    # -- hooks and statistics ------------------------------------------------------------
+    def on_run_start(self, run_options: Any) -> None:
+        """Called before every run of a session in which this provider has nodes."""
+
+    def on_run_end(self, run_options: Any) -> None:
+        """Called after every run (also a failed one) of such a session."""
+
+    def allocation_stats(self) -> dict[str, int]:
+        """Device copies and bytes moved by this provider, and runs seen."""
+        out = {"runs": self.runs}
+        t = self._transfer
+        if t is not None:
+            out.update(t.stats())
+        return out
 
     def get_provider_options(self) -> dict[str, str]:
         """Options as onnxruntime reports them: every value a string."""
         return {k: _opt_str(v) for k, v in self.provider_options.items()}
 
-    def data_transfer(self) -> Any | None:
-        return None
-
-    def compile(self, fused: Any) -> Callable[..., Any]:
-        raise NotImplementedError(f"{self.name} is not a compile-based provider")
-
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.provider_options!r})"
+
+
+def _unsupported_type(node: Any, dtypes: frozenset[Any]) -> str:
+    from onnxrt.ir.dtypes import elem_type_name, np_dtype
+
+    for vi in node.input_info:
+        if vi.elem_type:
+            try:
+                dt = np_dtype(vi.elem_type)
+            except Exception:
+                return elem_type_name(vi.elem_type)
+            if dt not in dtypes:
+                return elem_type_name(vi.elem_type)
+    return ""
+
+
+def _truthy(v: Any) -> bool:
+    if isinstance(v, str):
+        return v.strip().lower() in ("1", "true", "yes", "on")
+    return bool(v)
 
 
 def _opt_str(v: Any) -> str:

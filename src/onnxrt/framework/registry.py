@@ -100,11 +100,44 @@ def get_available_providers() -> list[str]:
     return out
 
 
+_DEFAULTS: list[Any] = []
+
+
+def init(providers: Sequence[Any] | None = None) -> None:
+    """Process-wide default providers: every session adds them after its own (before the CPU
+    fallback), unless its options set ``session.use_default_providers`` to ``0``."""
+    _DEFAULTS[:] = list(providers or [])
+
+
+def default_providers() -> list[Any]:
+    return list(_DEFAULTS)
+
+
+def _entry_name(p: Any) -> str:
+    if isinstance(p, ExecutionProvider):
+        return p.name
+    if isinstance(p, type) and issubclass(p, ExecutionProvider):
+        return p.name
+    if isinstance(p, (tuple, list)) and p:
+        return str(p[0])
+    return str(p)
+
+
 def resolve_providers(providers: Sequence[Any] | None,
                       provider_options: Sequence[dict[str, Any]] | None,
+                      policy: str = "warn", defaults: Sequence[Any] = (),
                       ) -> list[ExecutionProvider]:
     """Provider objects for ``providers=`` as onnxruntime accepts it (names, (name, options)
-    tuples, a parallel options list) or as provider objects. CPU is appended if missing."""
+    tuples, a parallel options list) or as provider objects, then ``defaults``; the CPU
+    provider is appended when missing.
+
+    A known provider that cannot run here is skipped with one UserWarning naming the reason
+    (``policy="warn"``, onnxruntime's behaviour), skipped quietly (``"silent"``), or raises
+    EPFail (``"error"``, or the provider's own ``error_on_failure`` option).
+    """
+    if policy not in ("warn", "error", "silent"):
+        raise InvalidArgument(f"session.provider_fallback must be warn, error or silent, "
+                              f"not {policy!r}")
     if providers is None:
         providers = []
     if isinstance(providers, (str, ExecutionProvider)) or isinstance(providers, tuple):
@@ -112,50 +145,14 @@ def resolve_providers(providers: Sequence[Any] | None,
     if provider_options is not None and len(provider_options) != len(providers):
         raise InvalidArgument("'providers' and 'provider_options' should be the same length "
                               "if both are given")
+    entries = [(p, dict(provider_options[i]) if provider_options is not None else {})
+               for i, p in enumerate(providers)]
+    own = {_entry_name(p) for p, _ in entries}
+    entries += [(p, {}) for p in defaults if _entry_name(p) not in own]
     out: list[ExecutionProvider] = []
-    for i, p in enumerate(providers):
-        opts = dict(provider_options[i]) if provider_options is not None else {}
-        if isinstance(p, ExecutionProvider):
-            ep = p
-        elif isinstance(p, type) and issubclass(p, ExecutionProvider):
-            ep = p(**opts)
-        else:
-            if isinstance(p, (tuple, list)):
-                if len(p) != 2 or not isinstance(p[0], str) or not isinstance(p[1], dict):
-                    raise InvalidArgument(f"provider entry {p!r}: expected a name or a "
-                                          f"(name, options dict) tuple")
-                name, extra = p[0], dict(p[1])
-                opts.update(extra)
-            elif isinstance(p, str):
-                name = p
-            else:
-                raise InvalidArgument(f"provider entry {p!r} is not a name, a (name, options) "
-                                      f"tuple or an ExecutionProvider")
-            if name not in get_all_providers():
-                raise InvalidArgument(
-                    f"Unknown Provider Type: {name}. Known providers: "
-                    f"{', '.join(get_all_providers())}")
-            try:
-                cls = provider_class(name)
-            except Exception as e:  # its package is broken or missing
-                warnings.warn(f"{name} is not available here ({type(e).__name__}: {e}); "
-                              f"falling back to the remaining providers", UserWarning,
-                              stacklevel=4)
-                continue
-            if cls is None or not cls.is_available():
-                why = ("it is not installed" if cls is None else
-                       "its device or libraries are not present")
-                warnings.warn(f"Specified provider '{name}' is not in available provider names."
-                              f" Available providers: '{', '.join(get_available_providers())}'"
-                              f" ({why})", UserWarning, stacklevel=4)
-                continue
-            try:
-                ep = cls(**{k: v for k, v in opts.items()})
-            except InvalidArgument:
-                raise
-            except Exception as e:
-                raise EPFail(f"{name} could not be created: {type(e).__name__}: {e}") from e
-        if any(type(x) is type(ep) and x.name == ep.name for x in out):
+    for p, opts in entries:
+        ep = _make(p, opts, policy)
+        if ep is None or any(x.name == ep.name for x in out):
             continue
         out.append(ep)
     if not any(ep.name == "CPUExecutionProvider" for ep in out):
@@ -163,6 +160,67 @@ def resolve_providers(providers: Sequence[Any] | None,
         assert cpu is not None
         out.append(cpu())
     return out
+
+
+def _make(p: Any, opts: dict[str, Any], policy: str) -> ExecutionProvider | None:
+    if isinstance(p, ExecutionProvider):
+        return p
+    if isinstance(p, type) and issubclass(p, ExecutionProvider):
+        cls: type[ExecutionProvider] | None = p
+        name = p.name
+    else:
+        if isinstance(p, (tuple, list)):
+            if len(p) != 2 or not isinstance(p[0], str) or not isinstance(p[1], dict):
+                raise InvalidArgument(f"provider entry {p!r}: expected a name or a "
+                                      f"(name, options dict) tuple")
+            name = p[0]
+            opts = {**opts, **p[1]}
+        elif isinstance(p, str):
+            name = p
+        else:
+            raise InvalidArgument(f"provider entry {p!r} is not a name, a (name, options) "
+                                  f"tuple or an ExecutionProvider")
+        if name not in get_all_providers():
+            raise InvalidArgument(f"Unknown Provider Type: {name}. Known providers: "
+                                  f"{', '.join(get_all_providers())}")
+        try:
+            cls = provider_class(name)
+        except Exception as e:  # its package is broken or missing
+            return _unavailable(name, f"its package failed to import ({type(e).__name__}: "
+                                      f"{e})", policy, opts)
+    if cls is None:
+        return _unavailable(name, "onnxrt has no implementation of it installed", policy, opts)
+    why = cls.unavailable_reason() if hasattr(cls, "unavailable_reason") else ""
+    if not why and not cls.is_available():
+        why = "its device or libraries are not present"
+    if why:
+        return _unavailable(name, why, policy, opts)
+    try:
+        return cls(**opts)
+    except InvalidArgument:
+        raise
+    except Exception as e:
+        if policy == "error" or _wants_error(opts):
+            raise EPFail(f"{name} could not be created: {type(e).__name__}: {e}") from e
+        if policy == "warn":
+            warnings.warn(f"{name} could not be created ({type(e).__name__}: {e}); falling "
+                          f"back to the remaining providers", UserWarning, stacklevel=5)
+        return None
+
+
+def _wants_error(opts: dict[str, Any]) -> bool:
+    v = opts.get("error_on_failure", False)
+    return v.strip().lower() in ("1", "true", "yes", "on") if isinstance(v, str) else bool(v)
+
+
+def _unavailable(name: str, why: str, policy: str, opts: dict[str, Any]) -> None:
+    if policy == "error" or _wants_error(opts):
+        raise EPFail(f"{name} is not available here: {why}")
+    if policy == "warn":
+        warnings.warn(f"Specified provider '{name}' is not in available provider names: {why}. "
+                      f"Available providers: '{', '.join(get_available_providers())}'. "
+                      f"Falling back to the remaining providers.", UserWarning, stacklevel=5)
+    return None
 
 
 def transfer_to_device(arr: Any, device: Device) -> Any:

@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 from onnx import AttributeProto, numpy_helper
 
-__all__ = ["attribute_value", "tensor_to_array", "schema_defaults"]
+__all__ = ["attribute_value", "tensor_to_array", "sparse_to_dense", "schema_defaults"]
 
 
 def tensor_to_array(t: onnx.TensorProto) -> np.ndarray:
@@ -23,7 +23,7 @@ def tensor_to_array(t: onnx.TensorProto) -> np.ndarray:
     return arr
 
 
-def _sparse_to_dense(sp: onnx.SparseTensorProto) -> np.ndarray:
+def sparse_to_dense(sp: onnx.SparseTensorProto) -> np.ndarray:
     values = tensor_to_array(sp.values)
     idx = tensor_to_array(sp.indices).astype(np.int64)
     dims = tuple(sp.dims)
@@ -52,7 +52,7 @@ def attribute_value(a: AttributeProto) -> Any:
     if t == AttributeProto.GRAPH:
         return a.g
     if t == AttributeProto.SPARSE_TENSOR:
-        return _sparse_to_dense(a.sparse_tensor)
+        return sparse_to_dense(a.sparse_tensor)
     if t == AttributeProto.TYPE_PROTO:
         return a.tp
     if t == AttributeProto.INTS:
@@ -66,7 +66,7 @@ def attribute_value(a: AttributeProto) -> Any:
     if t == AttributeProto.GRAPHS:
         return list(a.graphs)
     if t == AttributeProto.SPARSE_TENSORS:
-        return [_sparse_to_dense(x) for x in a.sparse_tensors]
+        return [sparse_to_dense(x) for x in a.sparse_tensors]
     if t == AttributeProto.TYPE_PROTOS:
         return list(a.type_protos)
     # UNDEFINED: infer from whichever field is set (very old models omit the type)

@@ -20,7 +20,8 @@ __all__ = ["load_model", "iter_graphs", "MIN_IR_VERSION"]
 MIN_IR_VERSION = 3
 
 
-def load_model(model: object, external_data_dir: str | None = None) -> tuple[onnx.ModelProto, str]:
+def load_model(model: object, external_data_dir: str | None = None,
+               memory_files: dict[str, bytes] | None = None) -> tuple[onnx.ModelProto, str]:
     """Return ``(model_proto, base_dir)`` with every external tensor read into memory.
 
     ``model`` is a path (str or os.PathLike), bytes, or an ``onnx.ModelProto`` (which is copied
@@ -57,7 +58,7 @@ def load_model(model: object, external_data_dir: str | None = None) -> tuple[onn
         raise InvalidProtobuf("Missing opset in the model: every ModelProto must import an "
                               "operator set (a truncated file, or not an ONNX model)")
     _check_versions(proto)
-    _resolve_external_data(proto, base)
+    _resolve_external_data(proto, base, memory_files or {})
     return proto, base
 
 
@@ -119,7 +120,8 @@ def _iter_tensors(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
                 yield from a.tensors
 
 
-def _resolve_external_data(proto: onnx.ModelProto, base: str) -> None:
+def _resolve_external_data(proto: onnx.ModelProto, base: str,
+                           memory_files: dict[str, bytes]) -> None:
     base_real = os.path.realpath(base)
     for t in _iter_tensors(proto):
         if t.data_location != onnx.TensorProto.EXTERNAL:
@@ -129,6 +131,17 @@ def _resolve_external_data(proto: onnx.ModelProto, base: str) -> None:
         where = f"external data of tensor {t.name!r}"
         if not location:
             raise InvalidGraph(f"{where} has no location")
+        if location in memory_files:  # given from memory by the session options
+            data = memory_files[location]
+            offset = int(info.get("offset", 0) or 0)
+            n = len(data) - offset if info.get("length") is None else int(info["length"])
+            if offset < 0 or n < 0 or offset + n > len(data):
+                raise InvalidGraph(f"{where}: offset {offset} and length {n} lie outside the "
+                                   f"in-memory file {location!r} ({len(data)} bytes)")
+            t.raw_data = data[offset:offset + n]
+            del t.external_data[:]
+            t.data_location = onnx.TensorProto.DEFAULT
+            continue
         if os.path.isabs(location) or location.startswith(("/", "\\")) or ":" in location:
             raise InvalidGraph(f"{where}: location {location!r} is absolute; external data "
                                f"must be a relative path inside the model's folder")

@@ -1,20 +1,334 @@
-"""Assign each node to an execution provider.
+"""Split a model's nodes across execution providers.
 
-Providers claim nodes in priority order; the CPU provider comes last as the fallback.
+Providers claim unclaimed nodes in priority order through ``get_capability``; the CPU
+provider, always last, takes what is left. Nodes of nested graphs (If/Loop/Scan bodies) are
+partitioned the same way, graph by graph. Shape computations that feed host inputs stay on
+the host. Every refusal is recorded with its reason for the placement report.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Sequence
 
 import onnx
+from onnx import AttributeProto
 
+from onnxrt.errors import EPFail, InvalidGraph
 from onnxrt.framework.kernel import KernelDef
 from onnxrt.framework.provider import ExecutionProvider
+from onnxrt.ir.attrs import tensor_to_array
+from onnxrt.ir.schemas import get_schema
+from onnxrt.partition.capability import Capability
+from onnxrt.partition.view import GraphView, NodeView, ValueInfo
 
-__all__ = ["Assignment", "KernelAssigner"]
+__all__ = ["Partition", "Placement", "FusedGroup", "partition_model", "subgraph_path",
+           "KernelAssigner", "Assignment"]
 
+# ops that compute shapes and indices: kept on the host when they only feed host inputs
+SHAPE_OPS = frozenset({
+    "Shape", "Size", "Gather", "GatherElements", "Concat", "Unsqueeze", "Squeeze", "Slice",
+    "Cast", "Reshape", "Add", "Sub", "Mul", "Div", "Range", "ConstantOfShape", "Equal",
+    "Where", "ReduceProd", "ReduceMax", "ReduceMin", "Max", "Min", "Expand", "Identity",
+    "Neg", "Abs", "Floor", "Ceil", "Sqrt", "Less", "Greater", "Not", "And", "Or", "Mod",
+    "NonZero", "Transpose", "Tile", "Constant", "Flatten", "Split", "ScatterND",
+})
+
+
+def subgraph_path(parent: str, index: int, attr: str, k: int | None = None) -> str:
+    """The path of a nested graph: parent path, the node's index, the attribute."""
+    return f"{parent}/{index}.{attr}" + (f"[{k}]" if k is not None else "")
+
+
+def iter_subgraphs(node: onnx.NodeProto, parent: str,
+                   index: int) -> Iterator[tuple[str, onnx.GraphProto]]:
+    for a in node.attribute:
+        if a.type == AttributeProto.GRAPH:
+            yield subgraph_path(parent, index, a.name), a.g
+        elif a.type == AttributeProto.GRAPHS:
+            for k, g in enumerate(a.graphs):
+                yield subgraph_path(parent, index, a.name, k), g
+
+
+@dataclass(eq=False)
+class FusedGroup:
+    """Nodes a compile-based provider fuses into one node."""
+
+    id: int
+    provider: ExecutionProvider
+    node_ids: tuple[int, ...]
+    graph: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Placement:
+    provider: ExecutionProvider
+    kernel: KernelDef | None = None
+    group: FusedGroup | None = None
+
+
+@dataclass
+class Partition:
+    providers: list[ExecutionProvider]
+    nodes: dict[int, NodeView] = field(default_factory=dict)
+    index: dict[tuple[str, int], int] = field(default_factory=dict)
+    graphs: dict[str, list[int]] = field(default_factory=dict)
+    placement: dict[int, Placement] = field(default_factory=dict)
+    groups: list[FusedGroup] = field(default_factory=list)
+    declines: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
+    host_preferred: set[int] = field(default_factory=set)
+
+    def lookup(self, path: str, index: int) -> tuple[NodeView | None, Placement | None]:
+        nid = self.index.get((path, index))
+        if nid is None:
+            return None, None
+        return self.nodes[nid], self.placement.get(nid)
+
+    def decline(self, node: NodeView, provider: str, reason: str) -> None:
+        lst = self.declines.setdefault(node.id, [])
+        if not any(p == provider for p, _ in lst):
+            lst.append((provider, reason))
+
+    def providers_used(self) -> list[str]:
+        used = {p.provider.name for p in self.placement.values()}
+        return [ep.name for ep in self.providers if ep.name in used]
+
+
+def _value_infos(model: onnx.ModelProto, want_inference: bool) -> dict[str, dict[str, Any]]:
+    """Types by value name for every graph path, from the model and (when asked) shape
+    inference. Inference failing is not an error: the declared types remain."""
+    src = model
+    if want_inference:
+        try:
+            src = onnx.shape_inference.infer_shapes(model, data_prop=True)
+        except Exception:
+            src = model
+    out: dict[str, dict[str, Any]] = {}
+
+    def walk(g: onnx.GraphProto, path: str) -> None:
+        types: dict[str, Any] = {}
+        for vi in list(g.input) + list(g.value_info) + list(g.output):
+            if vi.HasField("type"):
+                types[vi.name] = vi.type
+        for t in g.initializer:
+            types.setdefault(t.name, onnx.helper.make_tensor_type_proto(t.data_type,
+                                                                        list(t.dims)))
+        out[path] = types
+        for i, n in enumerate(g.node):
+            for sub_path, sg in iter_subgraphs(n, path, i):
+                walk(sg, sub_path)
+
+    walk(src.graph, "main")
+    return out
+
+
+def partition_model(model: onnx.ModelProto, providers: Sequence[ExecutionProvider],
+                    opsets: dict[str, int], *, disable_cpu_fallback: bool = False,
+                    cpu_requested: bool = True) -> Partition:
+    part = Partition(list(providers))
+    any_device = any(not ep.device.is_host for ep in providers)
+    needs_types = any(ep.name != "CPUExecutionProvider" for ep in providers)
+    types = _value_infos(model, needs_types)
+    cpu = next((ep for ep in providers if ep.name == "CPUExecutionProvider"), None)
+    next_id = [0]
+
+    def build(g: onnx.GraphProto, path: str, opsets: dict[str, int]) -> None:
+        tmap = types.get(path, {})
+        ids = []
+        for i, n in enumerate(g.node):
+            dom = "" if n.domain == "ai.onnx" else n.domain
+            opset = opsets.get(dom, 1)
+            schema = get_schema(n.op_type, opset, dom)
+            since = schema.since_version if schema is not None else opset
+            host = frozenset()
+            if cpu is not None and cpu.kernels is not None:
+                kd = cpu.kernels.lookup(dom, n.op_type, since)
+                if kd is not None:
+                    host = kd.host_inputs
+            view = NodeView(
+                id=next_id[0], name=n.name, op_type=n.op_type, domain=dom,
+                inputs=tuple(n.input), outputs=tuple(n.output), opset=opset,
+                since_version=since, graph=path, proto=n,
+                input_info=tuple(ValueInfo.from_type(x, tmap.get(x)) for x in n.input),
+                output_info=tuple(ValueInfo.from_type(x, tmap.get(x)) for x in n.output),
+                host_inputs=host)
+            next_id[0] += 1
+            part.nodes[view.id] = view
+            part.index[(path, i)] = view.id
+            ids.append(view.id)
+        part.graphs[path] = ids
+        for i, n in enumerate(g.node):
+            for sub_path, sg in iter_subgraphs(n, path, i):
+                build(sg, sub_path, opsets)
+
+    build(model.graph, "main", {("" if k == "ai.onnx" else k): v for k, v in opsets.items()})
+
+    graphs = {"main": model.graph}
+
+    def collect(g: onnx.GraphProto, path: str) -> None:
+        for i, n in enumerate(g.node):
+            for sub_path, sg in iter_subgraphs(n, path, i):
+                graphs[sub_path] = sg
+                collect(sg, sub_path)
+
+    collect(model.graph, "main")
+    for path, g in graphs.items():
+        _partition_graph(part, path, g, types.get(path, {}), any_device)
+    if disable_cpu_fallback and not cpu_requested:
+        on_cpu = [part.nodes[i] for i, p in part.placement.items()
+                  if p.provider.name == "CPUExecutionProvider"]
+        if on_cpu:
+            listed = ", ".join(f"{n.name or '<unnamed>'} ({n.op_type})" for n in on_cpu[:20])
+            more = f" and {len(on_cpu) - 20} more" if len(on_cpu) > 20 else ""
+            raise EPFail(
+                f"session.disable_cpu_ep_fallback is set and {len(on_cpu)} node(s) would run "
+                f"on CPUExecutionProvider: {listed}{more}")
+    return part
+
+
+def _partition_graph(part: Partition, path: str, g: onnx.GraphProto, tmap: dict[str, Any],
+                     any_device: bool) -> None:
+    ids = part.graphs[path]
+    all_views = [part.nodes[i] for i in ids]
+    inits = {t.name: t for t in g.initializer}
+    host_pref = _host_preferred(all_views, [o.name for o in g.output]) if any_device else set()
+    part.host_preferred |= host_pref
+    value_info = {k: ValueInfo.from_type(k, v) for k, v in tmap.items()}
+    unclaimed = list(ids)
+    for ep in part.providers:
+        if not unclaimed:
+            break
+        offered = []
+        for i in unclaimed:
+            if i in host_pref and not ep.device.is_host:
+                part.decline(part.nodes[i], ep.name, "host-only: it computes a shape or index "
+                                                      "that a host input reads")
+            else:
+                offered.append(i)
+        if not offered:
+            continue
+        view = GraphView(path, [part.nodes[i] for i in offered], all_views,
+                         [vi.name for vi in g.input], [vi.name for vi in g.output],
+                         _LazyConstants(inits), value_info,
+                         {}, provider=ep.name, decline=part.decline)
+        try:
+            caps = ep.get_capability(view) or []
+        except Exception as e:
+            raise EPFail(f"{ep.name}.get_capability failed on graph {path!r}: "
+                         f"{type(e).__name__}: {e}") from e
+        claimed = _apply_claims(part, ep, caps, set(offered), path)
+        for i in offered:
+            if i not in claimed and not any(p == ep.name for p, _ in part.declines.get(i, [])):
+                part.decline(part.nodes[i], ep.name, "not claimed by its get_capability")
+        unclaimed = [i for i in unclaimed if i not in claimed]
+
+
+class _LazyConstants(dict):
+    """Initializers converted to arrays only when a provider looks at them."""
+
+    def __init__(self, protos: dict[str, onnx.TensorProto]) -> None:
+        super().__init__()
+        self._protos = protos
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._protos
+
+    def __getitem__(self, key: str) -> Any:
+        if not super().__contains__(key):
+            super().__setitem__(key, tensor_to_array(self._protos[key]))
+        return super().__getitem__(key)
+
+
+def _apply_claims(part: Partition, ep: ExecutionProvider, caps: list[Capability],
+                  offered: set[int], path: str) -> set[int]:
+    claimed: set[int] = set()
+    for cap in caps:
+        if not isinstance(cap, Capability):
+            raise EPFail(f"{ep.name}.get_capability returned {type(cap).__name__}, "
+                         f"expected Capability objects")
+        for nid in cap.nodes:
+            if nid not in offered:
+                n = part.nodes.get(nid)
+                what = f"node {n.name!r} ({n.op_type})" if n else f"node id {nid}"
+                raise EPFail(f"{ep.name} claimed {what}, which was not offered to it "
+                             f"(already claimed, or in another graph)")
+            if nid in claimed:
+                raise EPFail(f"{ep.name} claimed node id {nid} twice")
+        if cap.fuse:
+            if not ep.is_compile_based():
+                raise EPFail(f"{ep.name} asked to fuse nodes but does not implement compile()")
+            if _creates_cycle(part, path, set(cap.nodes)):
+                names = [part.nodes[i].name or part.nodes[i].op_type for i in cap.nodes]
+                raise EPFail(f"{ep.name} claimed a fused group that would create a cycle: "
+                             f"{names[:10]} (use ort.group_nodes to build groups)")
+            grp = FusedGroup(len(part.groups), ep, tuple(cap.nodes), path,
+                             cap.name or f"{ep.name}_fused_{len(part.groups)}")
+            part.groups.append(grp)
+            for nid in cap.nodes:
+                part.placement[nid] = Placement(ep, None, grp)
+        else:
+            for nid in cap.nodes:
+                n = part.nodes[nid]
+                kd = ep.kernels.lookup(n.domain, n.op_type, n.since_version) \
+                    if ep.kernels is not None else None
+                if kd is None and not (ep.name == "CPUExecutionProvider"):
+                    raise EPFail(f"{ep.name} claimed node {n.name!r} ({n.op_type}-"
+                                 f"{n.since_version}) without fusing it, but has no kernel "
+                                 f"for it")
+                part.placement[nid] = Placement(ep, kd, None)
+        claimed.update(cap.nodes)
+    return claimed
+
+
+def _creates_cycle(part: Partition, path: str, group: set[int]) -> bool:
+    """Whether some path leaves the group and re-enters it through other nodes."""
+    views = [part.nodes[i] for i in part.graphs[path]]
+    producer = {}
+    for n in views:
+        for o in n.outputs:
+            if o:
+                producer[o] = n.id
+    consumers: dict[int, list[int]] = {}
+    for n in views:
+        for i in n.inputs:
+            if i in producer:
+                consumers.setdefault(producer[i], []).append(n.id)
+    # walk forward from the group's direct outside successors; reaching the group = cycle
+    stack = [c for g in group for c in consumers.get(g, ()) if c not in group]
+    seen: set[int] = set()
+    while stack:
+        x = stack.pop()
+        if x in seen:
+            continue
+        seen.add(x)
+        for c in consumers.get(x, ()):
+            if c in group:
+                return True
+            stack.append(c)
+    return False
+
+
+def _host_preferred(views: list[NodeView], graph_outputs: list[str]) -> set[int]:
+    """Shape-computing nodes whose every consumer reads them as a host input (or is itself
+    such a node): they stay on the host, where the values are needed."""
+    consumers: dict[str, list[tuple[NodeView, int]]] = {}
+    for n in views:
+        for k, i in enumerate(n.inputs):
+            if i:
+                consumers.setdefault(i, []).append((n, k))
+    outs = set(graph_outputs)
+    pref: set[int] = set()
+    for n in reversed(views):
+        if n.op_type not in SHAPE_OPS or any(o in outs for o in n.outputs):
+            continue
+        uses = [u for o in n.outputs if o for u in consumers.get(o, ())]
+        if uses and all(k in c.host_inputs or c.id in pref for c, k in uses):
+            pref.add(n.id)
+    return pref
+
+
+# -- kept for function bodies planned after partitioning -------------------------------------
 
 @dataclass(frozen=True)
 class Assignment:
@@ -23,11 +337,11 @@ class Assignment:
 
 
 class KernelAssigner:
-    """Per-node choice among kernel-based providers: the first, in priority order, that has a
-    kernel for the node's op, domain and schema version."""
+    """First provider, in priority order, with a kernel: used for nodes created after
+    partitioning (function bodies), which run on host providers."""
 
     def __init__(self, providers: Sequence[ExecutionProvider]) -> None:
-        self.providers = list(providers)
+        self.providers = [ep for ep in providers if ep.device.is_host]
 
     def assign(self, node: onnx.NodeProto, domain: str, since_version: int) -> Assignment | None:
         for ep in self.providers:
@@ -50,5 +364,4 @@ class KernelAssigner:
     def names(self) -> str:
         return ", ".join(ep.name for ep in self.providers)
 
-    def describe(self) -> Any:
-        return [ep.name for ep in self.providers]
+

@@ -53,6 +53,7 @@ class GraphPlan:
     input_types: tuple[Any, ...] = ()
     output_types: tuple[Any, ...] = ()
     slot_names: list[str] = field(default_factory=list)
+    output_devices: tuple[Any, ...] = ()
     # prebound form of ``steps`` for the executor's loop
     fast_steps: tuple[tuple[Any, ...], ...] = ()
 

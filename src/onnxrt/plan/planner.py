@@ -9,18 +9,21 @@ from __future__ import annotations
 
 import functools
 import threading
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 import numpy as np
 import onnx
 from onnx import AttributeProto
 
+from onnxrt.errors import EPFail as EPFailErr
 from onnxrt.errors import InvalidGraph, NotImplemented as NotImplementedErr
 from onnxrt.execute.executor import RunContext, execute_plan
 from onnxrt.framework.kernel import KernelDef, NodeInfo
-from onnxrt.ir.attrs import attribute_value, tensor_to_array
+from onnxrt.framework.device import CPU_DEVICE, Device
+from onnxrt.ir.attrs import attribute_value, sparse_to_dense, tensor_to_array
 from onnxrt.ir.schemas import function_body, get_schema, has_context_dependent_body, known_op
-from onnxrt.partition.partitioner import KernelAssigner
+from onnxrt.partition.partitioner import KernelAssigner, Partition, Placement, subgraph_path
 from onnxrt.plan.plan import (MODE_CTX, MODE_MULTI, MODE_SINGLE, NONE_SLOT, SINK_SLOT,
                               GraphPlan, Step, SubgraphRunner)
 
@@ -62,27 +65,51 @@ def _node_reads(node: onnx.NodeProto) -> list[str]:
     return reads
 
 
-def _topo_sort(nodes: list[onnx.NodeProto], available: set[str], graph_name: str,
-               outer: set[str]) -> list[onnx.NodeProto]:
-    """Nodes in an order where every value is produced before it is read (stable)."""
+class _Unit:
+    """One node of a graph, in the order the planner will run it."""
+
+    __slots__ = ("index", "node", "reads", "outputs")
+
+    def __init__(self, index: int, node: onnx.NodeProto) -> None:
+        self.index = index
+        self.node = node
+        self.reads = _node_reads(node)
+        self.outputs = [o for o in node.output if o]
+
+
+class _FusedUnit:
+    """The nodes of one fused group, run as one step."""
+
+    __slots__ = ("group", "members", "reads", "outputs", "index")
+
+    def __init__(self, group: Any, members: list[_Unit]) -> None:
+        self.group = group
+        self.members = members
+        self.index = members[0].index
+        produced = {o for m in members for o in m.outputs}
+        self.reads = list(dict.fromkeys(r for m in members for r in m.reads
+                                        if r and r not in produced))
+        self.outputs = [o for m in members for o in m.outputs]
+
+
+def _topo_sort(units: list[Any], available: set[str], graph_name: str) -> list[Any]:
+    """Units in an order where every value is produced before it is read (stable)."""
     produced_by: dict[str, int] = {}
-    for i, n in enumerate(nodes):
-        for o in n.output:
-            if o:
-                produced_by[o] = i
-    reads = [_node_reads(n) for n in nodes]
-    # fast path: already sorted
+    for i, u in enumerate(units):
+        for o in u.outputs:
+            produced_by[o] = i
     seen = set(available)
     ok = True
-    for n, r in zip(nodes, reads):
-        if any(x and x not in seen and x in produced_by for x in r):
+    for u in units:
+        if any(x and x not in seen and x in produced_by for x in u.reads):
             ok = False
             break
-        seen.update(o for o in n.output if o)
+        seen.update(u.outputs)
     if ok:
-        return nodes
-    deps = [sorted({produced_by[x] for x in r if x and x in produced_by and x not in available})
-            for r in reads]
+        return units
+    deps = [sorted({produced_by[x] for x in u.reads
+                    if x and x in produced_by and x not in available and produced_by[x] != i})
+            for i, u in enumerate(units)]
     indeg = [len(d) for d in deps]
     users: dict[int, list[int]] = {}
     for i, d in enumerate(deps):
@@ -99,10 +126,53 @@ def _topo_sort(nodes: list[onnx.NodeProto], available: set[str], graph_name: str
             indeg[u] -= 1
             if indeg[u] == 0:
                 heapq.heappush(ready, u)
-    if len(order) != len(nodes):
-        stuck = [nodes[i].name or nodes[i].op_type for i in range(len(nodes)) if indeg[i] > 0]
+    if len(order) != len(units):
+        stuck = []
+        for i in range(len(units)):
+            if indeg[i] > 0:
+                u = units[i]
+                n = u.node if isinstance(u, _Unit) else u.members[0].node
+                stuck.append(n.name or n.op_type)
         raise InvalidGraph(f"graph {graph_name!r} has a cycle through nodes {stuck[:10]}")
-    return [nodes[i] for i in order]
+    return [units[i] for i in order]
+
+
+@dataclass(frozen=True)
+class CopyRecord:
+    """A device copy the plan makes: which value, from where to where, for whom."""
+
+    value: str
+    src: str
+    dst: str
+    consumer: str
+    graph: str
+
+
+def step_kernel_host_inputs(placement: Any) -> frozenset[int]:
+    if placement is None or placement.kernel is None:
+        return frozenset()
+    return placement.kernel.host_inputs
+
+
+def _with_frees(steps: list[Step], output_slots: Iterable[int], input_slots: Iterable[int],
+                outer_slots: Iterable[int], constant_slots: set[int]) -> list[Step]:
+    """Steps that free every intermediate right after its last reader."""
+    keep = set(output_slots) | {NONE_SLOT, SINK_SLOT} | set(input_slots) | set(outer_slots)
+    keep |= constant_slots
+    last_use: dict[int, int] = {}
+    for i, st in enumerate(steps):
+        for s in st.ins:
+            last_use[s] = i
+    frees: list[list[int]] = [[] for _ in steps]
+    for i, st in enumerate(steps):
+        for s in st.outs:  # produced but never read: free at once
+            if s not in last_use and s not in keep:
+                frees[i].append(s)
+    for s, i in last_use.items():
+        if s not in keep:
+            frees[i].append(s)
+    return [Step(st.fn, st.ins, st.outs, st.mode, tuple(sorted(set(f))), st.node, st.provider)
+            for st, f in zip(steps, frees)]
 
 
 def _constant_value(node: onnx.NodeProto) -> Any:
@@ -142,24 +212,71 @@ class Planner:
     """Plans a model's graphs. One Planner per session."""
 
     def __init__(self, opsets: dict[str, int], functions: dict[tuple[str, str], onnx.FunctionProto],
-                 assigner: KernelAssigner, *, fold_constants: bool = True,
-                 ir_version: int = 8) -> None:
+                 assigner: KernelAssigner, *, partition: Partition | None = None,
+                 fold_constants: bool = True, ir_version: int = 8) -> None:
         self.opsets = {("" if k == "ai.onnx" else k): v for k, v in opsets.items()}
         self.functions = functions
         self.assigner = assigner
+        self.partition = partition
         self.fold_constants = fold_constants
         # before IR 4 every initializer was also listed as a graph input, and such inputs are
         # constants, not overridable (onnxruntime treats them the same way)
         self.initializer_inputs_are_constant = ir_version < 4
         self.folded: list[str] = []
+        self.copies: list[CopyRecord] = []
+        self.fused: list[Any] = []
+        providers = partition.providers if partition is not None else assigner.providers
+        self._device_provider = {}
+        for ep in providers:
+            self._device_provider.setdefault(ep.device, ep)
+
+    def _units(self, graph: onnx.GraphProto, path: str | None) -> list[Any]:
+        units: list[Any] = [_Unit(i, n) for i, n in enumerate(graph.node)]
+        part = self.partition
+        if part is None or path is None:
+            return units
+        groups: dict[int, list[_Unit]] = {}
+        out: list[Any] = []
+        for u in units:
+            _, pl = part.lookup(path, u.index)
+            if pl is not None and pl.group is not None:
+                members = groups.setdefault(pl.group.id, [])
+                if not members:
+                    out.append(pl.group)  # placeholder, replaced below
+                members.append(u)
+            else:
+                out.append(u)
+        return [(_FusedUnit(x, groups[x.id]) if not isinstance(x, _Unit) else x) for x in out]
+
+    def _placement(self, path: str | None, index: int) -> Placement | None:
+        if self.partition is None or path is None:
+            return None
+        return self.partition.lookup(path, index)[1]
+
+    def _copy_fn(self, src: Device, dst: Device) -> Callable[[Any], Any]:
+        if dst.is_host:
+            ep = self._device_provider.get(src)
+            t = ep.transfer() if ep is not None else None
+            if t is None:
+                raise InvalidGraph(f"no provider can copy values from device {src} to the host")
+            return t.to_host
+        ep = self._device_provider.get(dst)
+        t = ep.transfer() if ep is not None else None
+        if t is None:
+            raise InvalidGraph(f"no provider can copy values to device {dst}")
+        return functools.partial(t.to_device, device=dst)
 
     # -- graphs ---------------------------------------------------------------------------
     def plan_graph(self, graph: onnx.GraphProto, outer_scope: frozenset[str] = frozenset(),
-                   opsets: dict[str, int] | None = None, *, is_main: bool = False) -> GraphPlan:
+                   opsets: dict[str, int] | None = None, *, is_main: bool = False,
+                   path: str | None = None) -> GraphPlan:
+        """Plan one graph. ``path`` names it in the partition ("main", or a nested graph's
+        path); graphs without a path (function bodies) run on host providers."""
         opsets = self.opsets if opsets is None else opsets
         slots: dict[str, int] = {}
         initial: list[Any] = [None, None]
         slot_names = ["<none>", "<sink>"]
+        slot_device: dict[int, Device] = {}
 
         def new_slot(name: str, value: Any = None) -> int:
             slots[name] = len(initial)
@@ -175,8 +292,7 @@ class Planner:
             new_slot(t.name, v)
             constants[t.name] = v
         for sp in graph.sparse_initializer:
-            from onnxrt.ir.attrs import _sparse_to_dense
-            v = _sparse_to_dense(sp)
+            v = sparse_to_dense(sp)
             init_names.add(sp.values.name)
             new_slot(sp.values.name, v)
             constants[sp.values.name] = v
@@ -201,11 +317,12 @@ class Planner:
         outer_names: list[str] = []
         outer_slots: list[int] = []
         steps: list[Step] = []
-        step_reads: list[list[int]] = []
         available = set(slots) | set(outer_scope)
-        nodes = _topo_sort(list(graph.node), available, graph.name, set(outer_scope))
+        units = self._units(graph, path)
+        units = _topo_sort(units, available, graph.name)
+        copies: dict[tuple[int, Device], int] = {}
 
-        def slot_of(name: str, node: onnx.NodeProto) -> int:
+        def slot_of(name: str, who: str) -> int:
             if not name:
                 return NONE_SLOT
             s = slots.get(name)
@@ -217,20 +334,53 @@ class Planner:
                 outer_slots.append(s)
                 return s
             raise InvalidGraph(
-                f"node {node.name!r} ({node.op_type}) reads {name!r}, which no node, graph "
-                f"input or initializer of graph {graph.name!r} produces")
+                f"{who} reads {name!r}, which no node, graph input or initializer of graph "
+                f"{graph.name!r} produces")
 
-        for node in nodes:
+        def on_device(slot: int, dev: Device, consumer: str) -> int:
+            """The slot holding ``slot``'s value on ``dev``, adding a copy if needed."""
+            src = slot_device.get(slot, CPU_DEVICE)
+            if slot in (NONE_SLOT, SINK_SLOT) or src == dev:
+                return slot
+            key = (slot, dev)
+            if key in copies:
+                return copies[key]
+            name = slot_names[slot]
+            if not dev.is_host and not src.is_host:  # device to device goes through the host
+                slot = on_device(slot, CPU_DEVICE, consumer)
+                src = CPU_DEVICE
+            fn = self._copy_fn(src, dev)
+            dst = new_slot(f"{name}@{dev}")
+            del slots[f"{name}@{dev}"]
+            slot_device[dst] = dev
+            copies[key] = dst
+            self.copies.append(CopyRecord(name, str(src), str(dev), consumer, graph.name))
+            if name in constants and src.is_host:  # constants are copied once, here
+                initial[dst] = fn(initial[slot])
+                return dst
+            info = NodeInfo(name=f"copy:{name}->{dev}", op_type="MemcpyToHost" if dev.is_host
+                            else "MemcpyFromHost", domain="", since_version=1, opset=1,
+                            inputs=(name,), outputs=(f"{name}@{dev}",))
+            steps.append(Step(fn, (slot,), (dst,), MODE_SINGLE, (), info, "copy"))
+            return dst
+
+        for unit in units:
+            if isinstance(unit, _FusedUnit):
+                self._plan_fused(unit, graph, slots, constants, types, opsets, steps, new_slot,
+                                 slot_of, on_device, slot_device, outer_scope, is_main)
+                continue
+            node = unit.node
             if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
                 v = _constant_value(node)
                 new_slot(node.output[0], v)
                 constants[node.output[0]] = v
                 continue
-            ins = [slot_of(n, node) for n in node.input]
+            who = f"node {node.name!r} ({node.op_type})"
+            ins = [slot_of(n, who) for n in node.input]
             # subgraphs see everything defined so far plus our own outer scope
             visible = frozenset(slots) | outer_scope
-            subgraphs, implicit = self._plan_subgraphs(node, visible, opsets)
-            implicit_slots = [slot_of(n, node) for n in implicit]
+            subgraphs, implicit = self._plan_subgraphs(node, visible, opsets, path, unit.index)
+            implicit_slots = [slot_of(n, who) for n in implicit]
             outs = []
             for o in node.output:
                 if not o:
@@ -243,9 +393,17 @@ class Planner:
             const_in = {i: constants[n] for i, n in enumerate(node.input) if n in constants}
             in_types = tuple(types.get(n) for n in node.input)
             out_types = tuple(types.get(n) for n in node.output)
+            placement = self._placement(path, unit.index)
+            dev = placement.provider.device if placement is not None else CPU_DEVICE
+            if not dev.is_host:  # a device kernel prepares with device copies of constants
+                host_in = placement.kernel.host_inputs if placement.kernel else frozenset()
+                const_in = {i: (v if i in host_in else
+                                initial[on_device(slots[node.input[i]], dev, who)])
+                            for i, v in const_in.items()}
             step = self._make_step(node, opsets, subgraphs, implicit, const_in, in_types,
-                                   out_types, tuple(ins + implicit_slots), tuple(outs))
-            if self._foldable(node, step, const_in):
+                                   out_types, tuple(ins + implicit_slots), tuple(outs),
+                                   placement)
+            if dev.is_host and self._foldable(node, step, const_in):
                 folded = self._fold(step, initial)
                 if folded is not None:
                     for name, slot, v in zip(node.output, outs, folded):
@@ -254,8 +412,13 @@ class Planner:
                             constants[name] = v
                     self.folded.append(node.name or node.op_type)
                     continue
-            steps.append(step)
-            step_reads.append(list(step.ins))
+            host_in = step_kernel_host_inputs(placement)
+            moved = tuple(on_device(s, CPU_DEVICE if k in host_in else dev, who)
+                          for k, s in enumerate(step.ins))
+            for s in outs:
+                slot_device[s] = dev
+            steps.append(Step(step.fn, moved, step.outs, step.mode, (), step.node,
+                              step.provider))
 
         output_names = []
         output_slots = []
@@ -263,40 +426,73 @@ class Planner:
         for vi in graph.output:
             if vi.name not in slots:
                 if vi.name in outer_scope:
-                    slot_of(vi.name, graph.node[0] if len(graph.node) else onnx.NodeProto())
+                    slot_of(vi.name, f"graph {graph.name!r} output")
                 else:
                     raise InvalidGraph(f"graph {graph.name!r} output {vi.name!r} is not "
                                        f"produced by any node, input or initializer")
+            s = slots[vi.name]
+            if not is_main:  # subgraph results go back to the host control-flow kernel
+                s = on_device(s, CPU_DEVICE, f"graph {graph.name!r} output")
             output_names.append(vi.name)
-            output_slots.append(slots[vi.name])
+            output_slots.append(s)
             output_types.append(vi.type if vi.HasField("type") else None)
 
-        # free every intermediate right after its last reader
-        keep = set(output_slots) | {NONE_SLOT, SINK_SLOT} | set(input_slots) | set(outer_slots)
-        keep |= {slots[n] for n in constants}
-        keep |= {slots[n] for n in init_names if n in slots}
-        last_use: dict[int, int] = {}
-        for i, reads in enumerate(step_reads):
-            for s in reads:
-                last_use[s] = i
-        frees: list[list[int]] = [[] for _ in steps]
-        for i, st in enumerate(steps):
-            for s in st.outs:  # produced but never read: free at once
-                if s not in last_use and s not in keep:
-                    frees[i].append(s)
-        for s, i in last_use.items():
-            if s not in keep:
-                frees[i].append(s)
-        steps = [Step(st.fn, st.ins, st.outs, st.mode, tuple(sorted(set(f))), st.node,
-                      st.provider) for st, f in zip(steps, frees)]
+        steps = _with_frees(steps, output_slots, input_slots, outer_slots,
+                            {slots[n] for n in constants if n in slots} |
+                            {slots[n] for n in init_names if n in slots} |
+                            {s for (src, _), s in copies.items() if slot_names[src] in constants})
         plan = GraphPlan(
             name=graph.name, n_slots=len(initial), initial=initial,
             input_names=tuple(input_names), input_slots=tuple(input_slots),
             output_names=tuple(output_names), output_slots=tuple(output_slots),
             steps=steps, outer_names=tuple(outer_names), outer_slots=tuple(outer_slots),
             input_types=tuple(input_types), output_types=tuple(output_types),
-            slot_names=slot_names)
+            slot_names=slot_names,
+            output_devices=tuple(slot_device.get(s, CPU_DEVICE) for s in output_slots))
         return plan.freeze()
+
+    def _plan_fused(self, unit: _FusedUnit, graph: onnx.GraphProto, slots: dict[str, int],
+                    constants: dict[str, Any], types: dict[str, Any], opsets: dict[str, int],
+                    steps: list[Step], new_slot: Callable[..., int],
+                    slot_of: Callable[[str, str], int], on_device: Callable[..., int],
+                    slot_device: dict[int, Device], outer_scope: frozenset[str],
+                    is_main: bool) -> None:
+        """One step for a fused group: its standalone model compiled once by its provider."""
+        grp = unit.group
+        ep = grp.provider
+        member_names = {id(m.node) for m in unit.members}
+        produced = set(unit.outputs)
+        # values the rest of the graph (or its subgraphs, or the graph outputs) reads
+        used_outside: set[str] = {vi.name for vi in graph.output}
+        for i, n in enumerate(graph.node):
+            if id(n) not in member_names:
+                used_outside.update(_node_reads(n))
+        out_names = [o for o in unit.outputs if o in used_outside]
+        in_names = [r for r in unit.reads if r not in constants]
+        const_names = [r for r in unit.reads if r in constants]
+        fused = FusedSubgraph(grp.name, ep.name, [m.node for m in unit.members], in_names,
+                              out_names, {n: constants[n] for n in const_names},
+                              {**self.opsets, **opsets}, types, self.partition, graph.name)
+        try:
+            fn = ep.compile(fused) if not ep.compile_per_shape else _PerShape(ep, fused)
+        except Exception as e:
+            raise EPFailErr(f"{ep.name} failed to compile fused node {grp.name!r} "
+                            f"({len(unit.members)} nodes): {type(e).__name__}: {e}") from e
+        self.fused.append(fused)
+        who = f"fused node {grp.name!r}"
+        ins = tuple(on_device(slot_of(n, who), ep.device, who) for n in in_names)
+        outs = []
+        for o in out_names:
+            if o in slots and o not in outer_scope:
+                raise InvalidGraph(f"value {o!r} is produced twice in graph {graph.name!r}")
+            s = new_slot(o)
+            slot_device[s] = ep.device
+            outs.append(s)
+        info = NodeInfo(name=grp.name, op_type=f"{ep.name}_fused", domain="",
+                        since_version=1, opset=1, inputs=tuple(in_names),
+                        outputs=tuple(out_names), provider=ep.name)
+        steps.append(Step(_Fused(fn, len(out_names), grp.name, ep.name), ins, tuple(outs),
+                          MODE_MULTI, (), info, ep.name))
 
     def _foldable(self, node: onnx.NodeProto, step: Step, const_in: dict[int, Any]) -> bool:
         """A node is folded at session creation when every input it reads is a constant and
@@ -323,19 +519,22 @@ class Planner:
         return [res]
 
     def _plan_subgraphs(self, node: onnx.NodeProto, visible: frozenset[str],
-                        opsets: dict[str, int]) -> tuple[dict[str, Any], list[str]]:
+                        opsets: dict[str, int], path: str | None = None, index: int = 0,
+                        ) -> tuple[dict[str, Any], list[str]]:
         subgraphs: dict[str, Any] = {}
         implicit: dict[str, None] = {}
         for a in node.attribute:
             if a.type == AttributeProto.GRAPH:
-                p = self.plan_graph(a.g, visible, opsets)
+                sub = subgraph_path(path, index, a.name) if path is not None else None
+                p = self.plan_graph(a.g, visible, opsets, path=sub)
                 subgraphs[a.name] = SubgraphRunner(p, execute_plan)
                 for n in p.outer_names:
                     implicit.setdefault(n, None)
             elif a.type == AttributeProto.GRAPHS:
                 runners = []
-                for g in a.graphs:
-                    p = self.plan_graph(g, visible, opsets)
+                for k, g in enumerate(a.graphs):
+                    sub = subgraph_path(path, index, a.name, k) if path is not None else None
+                    p = self.plan_graph(g, visible, opsets, path=sub)
                     runners.append(SubgraphRunner(p, execute_plan))
                     for n in p.outer_names:
                         implicit.setdefault(n, None)
@@ -346,7 +545,8 @@ class Planner:
     def _make_step(self, node: onnx.NodeProto, opsets: dict[str, int],
                    subgraphs: dict[str, Any], implicit: list[str], const_in: dict[int, Any],
                    in_types: tuple[Any, ...], out_types: tuple[Any, ...],
-                   ins: tuple[int, ...], outs: tuple[int, ...]) -> Step:
+                   ins: tuple[int, ...], outs: tuple[int, ...],
+                   placement: Placement | None = None) -> Step:
         domain = "" if node.domain == "ai.onnx" else node.domain
         opset = opsets.get(domain)
         if opset is None:
@@ -380,13 +580,18 @@ class Planner:
             subgraphs=subgraphs, implicit_inputs=tuple(implicit))
         multi = len(node.output) > 1 or (schema is not None and schema.max_output > 1)
 
-        asg = self.assigner.assign(node, domain, since)
-        if asg is not None:
-            kd = asg.kernel
-            info = NodeInfo(**{**info.__dict__, "provider": asg.provider.name})
+        if placement is not None and placement.kernel is not None:
+            provider, kd = placement.provider, placement.kernel
+        elif self.partition is not None and placement is not None:
+            provider, kd = placement.provider, None   # the CPU fallback without a kernel
+        else:
+            asg = self.assigner.assign(node, domain, since)
+            provider, kd = (asg.provider, asg.kernel) if asg is not None else (None, None)
+        if kd is not None and provider is not None:
+            info = NodeInfo(**{**info.__dict__, "provider": provider.name})
             fn = self._bind(kd, info, given, schema)
             mode = (MODE_MULTI if multi else MODE_SINGLE) | (MODE_CTX if kd.context else 0)
-            return Step(fn, ins, outs, mode, (), info, asg.provider.name)
+            return Step(fn, ins, outs, mode, (), info, provider.name)
 
         # no kernel: a model-local function, or an op the spec defines as a function
         fproto = self.functions.get((domain, node.op_type))
@@ -490,6 +695,113 @@ class Planner:
 
 
 _MISSING = object()
+
+
+class FusedSubgraph:
+    """What a compile-based provider's ``compile`` receives: the fused nodes as a standalone
+    ONNX model (``model``), plus their names, inputs and outputs."""
+
+    def __init__(self, name: str, provider: str, nodes: list[onnx.NodeProto],
+                 inputs: list[str], outputs: list[str], constants: dict[str, Any],
+                 opsets: dict[str, int], types: dict[str, Any], partition: Any,
+                 graph_name: str) -> None:
+        self.name = name
+        self.provider = provider
+        self.nodes = nodes
+        self.inputs = inputs
+        self.outputs = outputs
+        self.constants = constants
+        self.opsets = opsets
+        self._types = types
+        self.graph_name = graph_name
+        self.input_shapes: list[list[Any] | None] = [None] * len(inputs)
+        self._model: onnx.ModelProto | None = None
+
+    @property
+    def model(self) -> onnx.ModelProto:
+        if self._model is None:
+            self._model = self.build_model()
+        return self._model
+
+    def build_model(self, input_shapes: list[tuple[int, ...]] | None = None) -> onnx.ModelProto:
+        from onnx import helper, numpy_helper
+
+        def vi(name: str, shape: Any = None) -> onnx.ValueInfoProto:
+            tp = self._types.get(name)
+            v = onnx.ValueInfoProto()
+            v.name = name
+            if tp is not None:
+                v.type.CopyFrom(tp)
+                if shape is not None and v.type.HasField("tensor_type"):
+                    v.type.tensor_type.ClearField("shape")
+                    for d in shape:
+                        v.type.tensor_type.shape.dim.add().dim_value = int(d)
+            return v
+
+        inits = []
+        for n, arr in self.constants.items():
+            try:
+                inits.append(numpy_helper.from_array(np.asarray(arr), n))
+            except Exception:
+                continue
+        g = helper.make_graph(
+            self.nodes, self.name,
+            [vi(n, input_shapes[i] if input_shapes else None) for i, n in enumerate(self.inputs)],
+            [vi(n) for n in self.outputs], inits)
+        ops = [helper.make_opsetid(d, v) for d, v in self.opsets.items()]
+        return helper.make_model(g, opset_imports=ops, producer_name="onnxrt-fused")
+
+    def __repr__(self) -> str:
+        return (f"FusedSubgraph({self.name!r}, {len(self.nodes)} nodes, inputs={self.inputs}, "
+                f"outputs={self.outputs})")
+
+
+class _Fused:
+    """Calls a compiled fused node and checks what it returns."""
+
+    __slots__ = ("fn", "n_out", "name", "provider")
+
+    def __init__(self, fn: Callable[..., Any], n_out: int, name: str, provider: str) -> None:
+        self.fn = fn
+        self.n_out = n_out
+        self.name = name
+        self.provider = provider
+
+    def __call__(self, *args: Any) -> Any:
+        res = self.fn(*args)
+        if self.n_out == 1 and not isinstance(res, (list, tuple)):
+            return (res,)
+        if len(res) != self.n_out:
+            raise ValueError(f"the compiled fused node {self.name!r} of {self.provider} "
+                             f"returned {len(res)} outputs, expected {self.n_out}")
+        return res
+
+
+class _PerShape:
+    """Compiles a fused node again for every new combination of input shapes."""
+
+    def __init__(self, ep: Any, fused: FusedSubgraph) -> None:
+        self.ep = ep
+        self.fused = fused
+        self.cache: dict[tuple[Any, ...], Callable[..., Any]] = {}
+        self.lock = threading.Lock()
+
+    def __call__(self, *args: Any) -> Any:
+        key = tuple(tuple(getattr(a, "shape", ())) for a in args)
+        fn = self.cache.get(key)
+        if fn is None:
+            with self.lock:
+                fn = self.cache.get(key)
+                if fn is None:
+                    shaped = FusedSubgraph(
+                        self.fused.name, self.fused.provider, self.fused.nodes,
+                        self.fused.inputs, self.fused.outputs, self.fused.constants,
+                        self.fused.opsets, self.fused._types, None, self.fused.graph_name)
+                    shaped.input_shapes = [list(k) for k in key]
+                    shaped._model = shaped.build_model(list(key))
+                    fn = self.ep.compile(shaped)
+                    self.cache[key] = fn
+        return fn(*args)
 
 # ops whose result may differ from run to run (never folded)
 _NONDETERMINISTIC = frozenset({

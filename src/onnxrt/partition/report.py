@@ -1,0 +1,114 @@
+"""Where every node runs and why: the answer a session gives about its placement."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from onnxrt.partition.partitioner import Partition
+
+__all__ = ["AssignedNode", "AssignedSubgraph", "assignment_info", "placement_report",
+           "count_partitions"]
+
+
+@dataclass(frozen=True)
+class AssignedNode:
+    """A node and where it runs (onnxruntime's OrtEpAssignedNode)."""
+
+    name: str
+    op_type: str
+    domain: str
+    graph: str = "main"
+
+
+class AssignedSubgraph:
+    """Nodes a provider runs together (onnxruntime's OrtEpAssignedSubgraph): one per fused
+    group, and one per node for kernel-based providers, as onnxruntime reports them."""
+
+    def __init__(self, ep_name: str, nodes: list[AssignedNode]) -> None:
+        self.ep_name = ep_name
+        self._nodes = nodes
+
+    def get_nodes(self) -> list[AssignedNode]:
+        return list(self._nodes)
+
+    def __repr__(self) -> str:
+        return f"AssignedSubgraph({self.ep_name!r}, {[n.name for n in self._nodes]})"
+
+
+def assignment_info(part: Partition) -> list[AssignedSubgraph]:
+    out: list[AssignedSubgraph] = []
+    seen_groups: set[int] = set()
+    for nid in sorted(part.nodes):
+        pl = part.placement.get(nid)
+        n = part.nodes[nid]
+        if pl is None:
+            continue
+        if pl.group is not None:
+            if pl.group.id in seen_groups:
+                continue
+            seen_groups.add(pl.group.id)
+            nodes = [part.nodes[i] for i in pl.group.node_ids]
+            out.append(AssignedSubgraph(pl.provider.name, [
+                AssignedNode(m.name, m.op_type, m.domain, m.graph) for m in nodes]))
+        else:
+            out.append(AssignedSubgraph(pl.provider.name,
+                                        [AssignedNode(n.name, n.op_type, n.domain, n.graph)]))
+    return out
+
+
+def count_partitions(steps: list[Any]) -> dict[str, int]:
+    """Maximal runs of consecutive steps on one provider, per provider (copies excluded)."""
+    counts: dict[str, int] = {}
+    prev = None
+    for st in steps:
+        if st.provider == "copy":
+            continue
+        if st.provider != prev:
+            counts[st.provider] = counts.get(st.provider, 0) + 1
+            prev = st.provider
+    return counts
+
+
+def placement_report(part: Partition, steps: list[Any], copies: list[Any],
+                     folded: list[str], model_name: str = "") -> str:
+    lines = []
+    used = part.providers_used()
+    lines.append(f"placement of model {model_name!r}: providers in priority order: "
+                 f"{', '.join(ep.name for ep in part.providers)}")
+    per_ep: dict[str, int] = {}
+    for pl in part.placement.values():
+        per_ep[pl.provider.name] = per_ep.get(pl.provider.name, 0) + 1
+    lines.append("nodes per provider: " + ", ".join(f"{k} {v}" for k, v in per_ep.items()))
+    parts = count_partitions(steps)
+    lines.append(f"partitions (runs of consecutive steps on one provider, main graph): "
+                 f"{sum(parts.values())} (" + ", ".join(f"{k} {v}" for k, v in parts.items())
+                 + f"); fused groups: {len(part.groups)}")
+    if folded:
+        lines.append(f"folded into constants at session creation: {len(folded)} node(s)")
+    width = max([len(n.name or "") for n in part.nodes.values()] + [12])
+    lines.append("")
+    lines.append(f"{'node':<{width}}  {'op':<22} {'provider':<28} why not a provider above")
+    for nid in sorted(part.nodes):
+        n = part.nodes[nid]
+        pl = part.placement.get(nid)
+        where = pl.provider.name if pl is not None else "(function body on CPU)"
+        if pl is not None and pl.group is not None:
+            where += f" [{pl.group.name}]"
+        rank = [ep.name for ep in part.providers]
+        above = rank[:rank.index(pl.provider.name)] if pl is not None else rank
+        why = "; ".join(f"{p}: {r}" for p, r in part.declines.get(nid, []) if p in above)
+        graph = "" if n.graph == "main" else f" (in {n.graph})"
+        op = f"{n.domain + '::' if n.domain else ''}{n.op_type}-{n.since_version}"
+        lines.append(f"{(n.name or '<unnamed>') + graph:<{width}}  {op:<22} {where:<28} {why}")
+    lines.append("")
+    if copies:
+        lines.append(f"device copies: {len(copies)}")
+        for c in copies:
+            lines.append(f"  {c.value}: {c.src} -> {c.dst} for {c.consumer}"
+                         + ("" if c.graph in ("", None) else f" (graph {c.graph!r})"))
+    else:
+        lines.append("device copies: none")
+    if not used:
+        lines.append("(no nodes)")
+    return "\n".join(lines)

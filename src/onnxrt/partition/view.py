@@ -1,0 +1,150 @@
+"""What a provider sees when it is asked for its capability: a read-only view of the
+nodes no provider ranked above it has claimed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import onnx
+
+from onnxrt.ir.attrs import attribute_value
+from onnxrt.ir.dtypes import type_string
+
+__all__ = ["NodeView", "GraphView", "ValueInfo"]
+
+
+@dataclass(frozen=True)
+class ValueInfo:
+    """The type and shape of a value where known: ``type`` like ``tensor(float)``,
+    ``shape`` a list of ints, dim names and None, or None when the rank is unknown."""
+
+    name: str
+    type: str
+    shape: list[Any] | None
+    elem_type: int = 0
+
+    @classmethod
+    def from_type(cls, name: str, tp: onnx.TypeProto | None) -> "ValueInfo":
+        if tp is None:
+            return cls(name, "unknown", None)
+        shape: list[Any] | None = None
+        elem = 0
+        if tp.HasField("tensor_type"):
+            elem = tp.tensor_type.elem_type
+            if tp.tensor_type.HasField("shape"):
+                shape = [d.dim_value if d.HasField("dim_value") else
+                         (d.dim_param if d.HasField("dim_param") else None)
+                         for d in tp.tensor_type.shape.dim]
+        return cls(name, type_string(tp), shape, elem)
+
+
+@dataclass(frozen=True, eq=False)
+class NodeView:
+    """One node as providers see it. ``id`` is unique within the model (all graphs)."""
+
+    id: int
+    name: str
+    op_type: str
+    domain: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    opset: int
+    since_version: int
+    graph: str                       # "main", or the path of a nested graph
+    proto: onnx.NodeProto = field(repr=False)
+    input_info: tuple[ValueInfo, ...] = field(default=(), repr=False)
+    output_info: tuple[ValueInfo, ...] = field(default=(), repr=False)
+    host_inputs: frozenset[int] = frozenset()
+
+    @property
+    def attributes(self) -> dict[str, Any]:
+        """Attribute values as plain Python values (GraphProto for graph attributes)."""
+        return {a.name: attribute_value(a) for a in self.proto.attribute}
+
+    @property
+    def input_types(self) -> list[str]:
+        return [v.type for v in self.input_info]
+
+    @property
+    def output_types(self) -> list[str]:
+        return [v.type for v in self.output_info]
+
+    @property
+    def input_shapes(self) -> list[list[Any] | None]:
+        return [v.shape for v in self.input_info]
+
+    @property
+    def output_shapes(self) -> list[list[Any] | None]:
+        return [v.shape for v in self.output_info]
+
+    @property
+    def has_subgraphs(self) -> bool:
+        return any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+                   for a in self.proto.attribute)
+
+    def __hash__(self) -> int:
+        return self.id
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, NodeView) and other.id == self.id
+
+
+class GraphView:
+    """The unclaimed nodes of one graph, in topological order, plus what is known about the
+    values between them. Providers may call ``decline(node, reason)`` to say why they left a
+    node (shown in the placement report)."""
+
+    def __init__(self, name: str, nodes: list[NodeView], all_nodes: list[NodeView],
+                 graph_inputs: list[str], graph_outputs: list[str],
+                 initializers: dict[str, Any], value_info: dict[str, ValueInfo],
+                 opsets: dict[str, int], provider: str = "",
+                 decline: Callable[[NodeView, str, str], None] | None = None) -> None:
+        self.name = name
+        self.nodes = list(nodes)
+        self._all = all_nodes
+        self.inputs = list(graph_inputs)
+        self.outputs = list(graph_outputs)
+        self._initializers = initializers
+        self.value_info = value_info
+        self.opsets = dict(opsets)
+        self._provider = provider
+        self._decline = decline
+        self._producer: dict[str, NodeView] = {}
+        self._consumers: dict[str, list[NodeView]] = {}
+        for n in all_nodes:
+            for o in n.outputs:
+                if o:
+                    self._producer[o] = n
+            for i in n.inputs:
+                if i:
+                    self._consumers.setdefault(i, []).append(n)
+
+    def __iter__(self) -> Iterator[NodeView]:
+        return iter(self.nodes)
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def node(self, key: int | str) -> NodeView:
+        for n in self._all:
+            if n.id == key or n.name == key:
+                return n
+        raise KeyError(key)
+
+    def producer(self, value: str) -> NodeView | None:
+        """The node (claimed or not) that produces ``value``; None for inputs/constants."""
+        return self._producer.get(value)
+
+    def consumers(self, value: str) -> list[NodeView]:
+        return list(self._consumers.get(value, ()))
+
+    def is_constant(self, value: str) -> bool:
+        return value in self._initializers
+
+    def constant(self, value: str) -> Any:
+        return self._initializers[value]
+
+    def decline(self, node: NodeView, reason: str) -> None:
+        if self._decline is not None:
+            self._decline(node, self._provider, reason)
