@@ -52,8 +52,7 @@ class SessionOptions:
     UNUSED = ("enable_cpu_mem_arena", "enable_mem_pattern", "enable_mem_reuse",
               "execution_order", "use_per_session_threads", "log_verbosity_level",
               "use_deterministic_compute", "enable_profiling", "profile_file_prefix",
-              "execution_mode", "inter_op_num_threads", "intra_op_num_threads",
-              "optimized_model_filepath")
+              "execution_mode", "inter_op_num_threads", "intra_op_num_threads")
 
     def __init__(self) -> None:
         self.enable_cpu_mem_arena = True

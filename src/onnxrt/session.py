@@ -16,6 +16,7 @@ from onnxrt.execute.executor import RunContext, execute_plan
 from onnxrt.execute.feeds import InputSpec, host_output, prepare_feeds
 from onnxrt.framework.registry import _entry_name, default_providers, resolve_providers
 from onnxrt.ir.load import load_model
+from onnxrt.passes import optimize
 from onnxrt.options import GraphOptimizationLevel, RunOptions, SessionOptions
 from onnxrt.partition.partitioner import KernelAssigner, partition_model
 from onnxrt.partition.report import AssignedSubgraph, assignment_info, placement_report
@@ -32,7 +33,7 @@ class InferenceSession:
     def __init__(self, path_or_bytes: Any, sess_options: SessionOptions | None = None,
                  providers: Sequence[Any] | None = None,
                  provider_options: Sequence[dict[str, Any]] | None = None,
-                 **kwargs: Any) -> None:
+                 disabled_optimizers: Sequence[str] | None = None, **kwargs: Any) -> None:
         self._sess_options = sess_options if sess_options is not None else SessionOptions()
         self._model_source = path_or_bytes
         self._model_path = path_or_bytes if isinstance(path_or_bytes, str) else None
@@ -43,9 +44,21 @@ class InferenceSession:
                                     "SessionOptions.set_load_cancellation_flag")
         self._model, self._base_dir = load_model(path_or_bytes,
                                                  memory_files=self._sess_options._memory_files)
+        self._disabled_optimizers = frozenset(disabled_optimizers or ())
+        self._optimize()
         self._build(providers, provider_options)
 
     # -- building -------------------------------------------------------------------------
+    def _optimize(self) -> None:
+        """Graph passes by optimization level; the result is what partitioning sees."""
+        so = self._sess_options
+        self._model, self._passes_applied = optimize(
+            self._model, int(so.graph_optimization_level), self._disabled_optimizers)
+        if so.optimized_model_filepath:
+            import onnx
+
+            onnx.save(self._model, so.optimized_model_filepath)
+
     def _build(self, providers: Sequence[Any] | None,
                provider_options: Sequence[dict[str, Any]] | None) -> None:
         so = self._sess_options
