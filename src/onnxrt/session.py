@@ -6,6 +6,7 @@ import concurrent.futures
 import logging
 import os
 import threading
+import time
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -13,6 +14,7 @@ import numpy as np
 from onnxrt.errors import InvalidArgument, NotImplemented as NotImplementedErr
 from onnxrt.execute.checks import OutputChecker
 from onnxrt.execute.executor import RunContext, execute_plan
+from onnxrt.execute.profiler import Profiler
 from onnxrt.execute.feeds import InputSpec, host_output, prepare_feeds
 from onnxrt.framework.registry import _entry_name, default_providers, resolve_providers
 from onnxrt.ir.load import load_model
@@ -34,7 +36,9 @@ class InferenceSession:
                  providers: Sequence[Any] | None = None,
                  provider_options: Sequence[dict[str, Any]] | None = None,
                  disabled_optimizers: Sequence[str] | None = None, **kwargs: Any) -> None:
+        t_start = time.perf_counter_ns()
         self._sess_options = sess_options if sess_options is not None else SessionOptions()
+        self._profiler = None
         self._model_source = path_or_bytes
         self._model_path = path_or_bytes if isinstance(path_or_bytes, str) else None
         if self._sess_options._load_cancelled:
@@ -44,9 +48,17 @@ class InferenceSession:
                                     "SessionOptions.set_load_cancellation_flag")
         self._model, self._base_dir = load_model(path_or_bytes,
                                                  memory_files=self._sess_options._memory_files)
+        t_loaded = time.perf_counter_ns()
+        if self._sess_options.enable_profiling:
+            self._profiler = Profiler(self._sess_options.profile_file_prefix)
+            self._profiler.t0 = t_start
+            self._profiler.session_event("model_loading_uri", t_start, t_loaded)
         self._disabled_optimizers = frozenset(disabled_optimizers or ())
         self._optimize()
         self._build(providers, provider_options)
+        if self._profiler is not None:
+            self._profiler.session_event("session_initialization", t_loaded,
+                                         time.perf_counter_ns())
 
     # -- building -------------------------------------------------------------------------
     def _optimize(self) -> None:
@@ -111,7 +123,10 @@ class InferenceSession:
                        if n not in init_names or n in overridable}
         self._output_index = {n: i for i, n in enumerate(plan.output_names)}
         debug = (cfg.get("session.debug_checks") == "1" or os.environ.get("ONNXRT_DEBUG") == "1")
-        self._hook = OutputChecker() if debug else None
+        self._debug = debug
+        if self._profiler is not None:
+            self._profiler.set_plan(plan)
+        self._refresh_hook()
         if so.log_severity_level == 0 or (so.log_severity_level == -1 and _LOG.isEnabledFor(
                 logging.DEBUG)):
             _verbose_logging()
@@ -170,7 +185,18 @@ class InferenceSession:
         pass
 
     def end_profiling(self) -> str:
-        return ""
+        """Stop profiling and write the trace; its path ("" when profiling is off)."""
+        prof = self._profiler
+        if prof is None or not prof.active:
+            return ""
+        path = prof.end()
+        self._refresh_hook()
+        return path
+
+    def _refresh_hook(self) -> None:
+        """The node-event hook of runs: debug checks and/or the active profiler."""
+        prof = self._profiler if self._profiler is not None and self._profiler.active else None
+        self._hook = OutputChecker(prof) if self._debug else prof
 
     # -- running --------------------------------------------------------------------------
     def run(self, output_names: Sequence[str] | None, input_feed: dict[str, Any],
@@ -195,8 +221,24 @@ class InferenceSession:
         host = v.numpy()
         return self._specs[name].convert(host)
 
+    def record_values(self, input_feed: dict[str, Any],
+                      run_options: RunOptions | None = None) -> dict[str, Any]:
+        """Run once and return every value the main graph computed, by name, on the host
+        (inputs included). Fused nodes contribute their outputs only."""
+        from onnxrt.execute.recorder import ValueRecorder
+
+        to_host = {ep.name: ep.transfer().to_host for ep in self._providers
+                   if not ep.device.is_host and ep.transfer() is not None}
+        rec = ValueRecorder(to_host)
+        rec.main_plan = self._plan
+        self._run(None, input_feed, run_options, hook=rec)
+        values = {n: np.asarray(v) if isinstance(v, np.generic) else v
+                  for n, v in input_feed.items()}
+        values.update(rec.values)
+        return values
+
     def _run(self, output_names: Sequence[str] | None, input_feed: dict[str, Any],
-             run_options: RunOptions | None) -> list[Any]:
+             run_options: RunOptions | None, hook: Any = None) -> list[Any]:
         plan = self._plan
         feeds = prepare_feeds(self._specs, self._required, input_feed)
         idx = self._output_index
@@ -215,7 +257,7 @@ class InferenceSession:
         if any(n in self._init_slots for n in feeds):
             plan = _with_overrides(plan, {n: feeds[n] for n in feeds if n in self._init_slots},
                                    self._init_slots)
-        ctx = RunContext(run_options, self._hook)
+        ctx = RunContext(run_options, self._hook if hook is None else hook)
         if run_options is not None and run_options.terminate:
             from onnxrt.errors import RunCanceled
 
@@ -224,11 +266,17 @@ class InferenceSession:
         for ep in active:
             ep.runs += 1
             ep.on_run_start(run_options)
+        prof = self._profiler
+        t0 = time.perf_counter_ns()
         try:
             results = execute_plan(plan, values, None, ctx)
         finally:
             for ep in active:
                 ep.on_run_end(run_options)
+            if prof is not None and prof.active:
+                t1 = time.perf_counter_ns()
+                prof.session_event("SequentialExecutor::Execute", t0, t1)
+                prof.session_event("model_run", t0, t1)
         if output_names:
             return [(results[idx[n]], plan.output_devices[idx[n]]) for n in output_names]
         return list(zip(results, plan.output_devices))

@@ -20,7 +20,8 @@ class OutputChecker:
     def __init__(self, inner: Any = None) -> None:
         self.inner = inner
 
-    def node_event(self, step: Any, args: list[Any], outs: list[Any], t0: int) -> None:
+    def node_event(self, step: Any, args: list[Any], outs: list[Any], t0: int,
+                   plan: Any = None) -> None:
         node = step.node
         for i, (name, v) in enumerate(zip(node.outputs, outs)):
             if not name:
@@ -44,7 +45,7 @@ class OutputChecker:
                 raise Fail(f"{where}: dtype {_name(v.dtype)}, the graph declares "
                            f"{elem_type_name(tp.tensor_type.elem_type)}")
         if self.inner is not None:
-            self.inner.node_event(step, args, outs, t0)
+            self.inner.node_event(step, args, outs, t0, plan)
 
 
 def _name(dt: Any) -> str:

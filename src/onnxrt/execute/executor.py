@@ -74,7 +74,7 @@ def execute_plan(plan: GraphPlan, inputs: list[Any] | tuple[Any, ...],
                     for s, v in zip(outs, fn(*args, ctx=ctx)):
                         vals[s] = v
                 if prof is not None:
-                    prof.node_event(plan.steps[i], args, [vals[s] for s in outs], t0)
+                    prof.node_event(plan.steps[i], args, [vals[s] for s in outs], t0, plan)
                 for s in free:
                     vals[s] = None
                 i += 1

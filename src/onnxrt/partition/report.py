@@ -36,6 +36,14 @@ class AssignedSubgraph:
         return f"AssignedSubgraph({self.ep_name!r}, {[n.name for n in self._nodes]})"
 
 
+def _label(n: Any) -> str:
+    """A node's name, or for an unnamed node the value it produces."""
+    if n.name:
+        return n.name
+    first = next((o for o in n.outputs if o), "")
+    return f"<{first}>" if first else "<unnamed>"
+
+
 def assignment_info(part: Partition) -> list[AssignedSubgraph]:
     out: list[AssignedSubgraph] = []
     seen_groups: set[int] = set()
@@ -86,7 +94,7 @@ def placement_report(part: Partition, steps: list[Any], copies: list[Any],
                  + f"); fused groups: {len(part.groups)}")
     if folded:
         lines.append(f"folded into constants at session creation: {len(folded)} node(s)")
-    width = max([len(n.name or "") for n in part.nodes.values()] + [12])
+    width = min(48, max([len(_label(n)) for n in part.nodes.values()] + [12]))
     lines.append("")
     lines.append(f"{'node':<{width}}  {'op':<22} {'provider':<28} why not a provider above")
     for nid in sorted(part.nodes):
@@ -100,7 +108,7 @@ def placement_report(part: Partition, steps: list[Any], copies: list[Any],
         why = "; ".join(f"{p}: {r}" for p, r in part.declines.get(nid, []) if p in above)
         graph = "" if n.graph == "main" else f" (in {n.graph})"
         op = f"{n.domain + '::' if n.domain else ''}{n.op_type}-{n.since_version}"
-        lines.append(f"{(n.name or '<unnamed>') + graph:<{width}}  {op:<22} {where:<28} {why}")
+        lines.append(f"{_label(n) + graph:<{width}}  {op:<22} {where:<28} {why}".rstrip())
     lines.append("")
     if copies:
         lines.append(f"device copies: {len(copies)}")

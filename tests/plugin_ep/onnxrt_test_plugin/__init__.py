@@ -27,3 +27,19 @@ class TestPluginExecutionProvider(ort.ExecutionProvider):
     name = "TestPluginExecutionProvider"
     kernels = kernels
     options = {"scale": "1"}
+
+
+wrong_kernels = ort.KernelRegistry("WrongReluExecutionProvider")
+
+
+@wrong_kernels.kernel("Relu", since=6)
+def wrong_relu(x):
+    # deliberately wrong: leaks a tenth of the negative part, for `onnxrt compare` tests
+    return np.where(x > 0, x, 0.1 * x).astype(x.dtype)
+
+
+class WrongReluExecutionProvider(ort.ExecutionProvider):
+    """A provider whose Relu is deliberately wrong."""
+
+    name = "WrongReluExecutionProvider"
+    kernels = wrong_kernels
