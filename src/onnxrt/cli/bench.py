@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import os
 import resource
 import sys
 import time
@@ -75,7 +76,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
     if trace:
-        res["profile"] = trace
+        res["profile"] = os.path.abspath(trace)
         res["top_ops"] = top_ops(trace)
     if args.json:
         print(json.dumps(res, indent=2))

@@ -22,17 +22,12 @@ from onnxrt.ir.dtypes import elem_type_name, onnx_elem_type
 __all__ = ["Profiler"]
 
 
-def _type_shape(v: Any) -> dict[str, list[int]]:
-    dt = getattr(v, "dtype", None)
-    if dt is None:
-        if isinstance(v, list):
-            return {"seq": [len(v)]}
-        return {type(v).__name__: []}
+def _type_shape_of(dt: Any, shape: Any) -> dict[str, list[int]]:
     try:
         name = elem_type_name(onnx_elem_type(np.dtype(dt)))
     except Exception:
         name = str(dt)
-    return {name: [int(d) for d in getattr(v, "shape", ())]}
+    return {name: [int(d) for d in (shape or ())]}
 
 
 def _nbytes(v: Any) -> int:
@@ -51,6 +46,7 @@ class Profiler:
         self.active = True
         self.main_plan: Any = None
         self._index: dict[int, int] = {}
+        self._raw: list[tuple[Any, ...]] = []  # list.append is atomic: safe across threads
 
     def _us(self, ns: int) -> int:
         return (ns - self.t0) // 1000
@@ -74,28 +70,48 @@ class Profiler:
         end = time.perf_counter_ns()
         if not self.active:
             return
+        # keep the hot path short: only references and shapes now, formatting at the end
+        ins = [(getattr(a, "dtype", None), getattr(a, "shape", None), _nbytes(a),
+                type(a).__name__ if not hasattr(a, "dtype") else "")
+               for a in args if a is not None]
+        res = [(getattr(o, "dtype", None), getattr(o, "shape", None), _nbytes(o),
+                type(o).__name__ if not hasattr(o, "dtype") else "")
+               for o in outs if o is not None]
+        rec = (step, t0, end, ins, res, plan is None or plan is self.main_plan,
+               getattr(plan, "name", ""), threading.get_ident())
+        self._raw.append(rec)
+
+    def _format(self, rec: tuple[Any, ...]) -> dict[str, Any]:
+        step, t0, end, ins, res, top, graph, tid = rec
         node = step.node
-        inputs = [a for a in args if a is not None]
-        params = sum(_nbytes(v) for i, v in enumerate(args)
-                     if i in getattr(node, "constant_inputs", {}))
-        ev = {"cat": "Node", "pid": self.pid, "tid": threading.get_ident(),
-              "dur": max(0, (end - t0) // 1000), "ts": self._us(t0), "ph": "X",
-              "name": f"{node.name or node.op_type}_kernel_time",
-              "args": {"op_name": node.op_type, "provider": step.provider,
-                       "node_index": str(self._index.get(id(step), -1)),
-                       "graph": getattr(plan, "name", ""),
-                       "top_level": bool(plan is None or plan is self.main_plan),
-                       "input_type_shape": [_type_shape(a) for a in inputs],
-                       "output_type_shape": [_type_shape(o) for o in outs if o is not None],
-                       "activation_size": str(sum(_nbytes(a) for a in inputs) - params),
-                       "parameter_size": str(params),
-                       "output_size": str(sum(_nbytes(o) for o in outs if o is not None))}}
-        with self.lock:
-            self.events.append(ev)
+        const = set(getattr(node, "constant_inputs", {}))
+        params = sum(n for i, (_, _, n, _) in enumerate(ins) if i in const)
+
+        def ts(meta: tuple[Any, ...]) -> dict[str, list[int]]:
+            dt, shape, _, kind = meta
+            if dt is None:
+                return {kind: []}
+            return _type_shape_of(dt, shape)
+
+        return {"cat": "Node", "pid": self.pid, "tid": tid,
+                "dur": max(0, (end - t0) // 1000), "ts": self._us(t0), "ph": "X",
+                "name": f"{node.name or node.op_type}_kernel_time",
+                "args": {"op_name": node.op_type, "provider": step.provider,
+                         "node_index": str(self._index.get(id(step), -1)),
+                         "graph": graph, "top_level": top,
+                         "input_type_shape": [ts(m) for m in ins],
+                         "output_type_shape": [ts(m) for m in res],
+                         "activation_size": str(sum(m[2] for m in ins) - params),
+                         "parameter_size": str(params),
+                         "output_size": str(sum(m[2] for m in res))}}
 
     def end(self) -> str:
         """Write the trace and stop profiling; the path of the JSON file."""
         self.active = False
+        with self.lock:
+            self.events.extend(self._format(r) for r in self._raw)
+            self._raw = []
+        self.events.sort(key=lambda e: e["ts"])
         stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
         path = f"{self.prefix}_{stamp}.json"
         k = 1
