@@ -51,8 +51,7 @@ class SessionOptions:
     # stored and returned, not acted on (yet): what the memory planner of a C++ runtime tunes
     UNUSED = ("enable_cpu_mem_arena", "enable_mem_pattern", "enable_mem_reuse",
               "execution_order", "use_per_session_threads", "log_verbosity_level",
-              "use_deterministic_compute",
-              "execution_mode", "inter_op_num_threads", "intra_op_num_threads")
+              "use_deterministic_compute")
 
     def __init__(self) -> None:
         self.enable_cpu_mem_arena = True

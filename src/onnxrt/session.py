@@ -14,12 +14,14 @@ import numpy as np
 from onnxrt.errors import InvalidArgument, NotImplemented as NotImplementedErr
 from onnxrt.execute.checks import OutputChecker
 from onnxrt.execute.executor import RunContext, execute_plan
+from onnxrt.execute.parallel import execute_plan_parallel, parallel_info
 from onnxrt.execute.profiler import Profiler
+from onnxrt.execute.threads import default_threads, limit_threads
 from onnxrt.execute.feeds import InputSpec, host_output, prepare_feeds
 from onnxrt.framework.registry import _entry_name, default_providers, resolve_providers
 from onnxrt.ir.load import load_model
 from onnxrt.passes import optimize
-from onnxrt.options import GraphOptimizationLevel, RunOptions, SessionOptions
+from onnxrt.options import ExecutionMode, GraphOptimizationLevel, RunOptions, SessionOptions
 from onnxrt.partition.partitioner import KernelAssigner, partition_model
 from onnxrt.partition.report import AssignedSubgraph, assignment_info, placement_report
 from onnxrt.plan.planner import Planner
@@ -39,6 +41,7 @@ class InferenceSession:
         t_start = time.perf_counter_ns()
         self._sess_options = sess_options if sess_options is not None else SessionOptions()
         self._profiler = None
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._model_source = path_or_bytes
         self._model_path = path_or_bytes if isinstance(path_or_bytes, str) else None
         if self._sess_options._load_cancelled:
@@ -124,6 +127,15 @@ class InferenceSession:
         self._output_index = {n: i for i, n in enumerate(plan.output_names)}
         debug = (cfg.get("session.debug_checks") == "1" or os.environ.get("ONNXRT_DEBUG") == "1")
         self._debug = debug
+        self._threads = max(0, int(so.intra_op_num_threads or 0))
+        if so.execution_mode == ExecutionMode.ORT_PARALLEL and plan.steps:
+            workers = int(so.inter_op_num_threads or 0) or default_threads()
+            if self._pool is None or self._pool._max_workers != workers:
+                self._pool = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=workers, thread_name_prefix="onnxrt-inter-op")
+            self._pinfo = parallel_info(plan)
+        else:
+            self._pinfo = None
         if self._profiler is not None:
             self._profiler.set_plan(plan)
         self._refresh_hook()
@@ -269,7 +281,12 @@ class InferenceSession:
         prof = self._profiler
         t0 = time.perf_counter_ns()
         try:
-            results = execute_plan(plan, values, None, ctx)
+            with limit_threads(self._threads):
+                if self._pinfo is not None and plan is self._plan:
+                    results = execute_plan_parallel(plan, values, None, ctx, self._pool,
+                                                    self._pinfo)
+                else:
+                    results = execute_plan(plan, values, None, ctx)
         finally:
             for ep in active:
                 ep.on_run_end(run_options)

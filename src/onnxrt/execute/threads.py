@@ -1,0 +1,41 @@
+"""Thread limits for one session's runs (``intra_op_num_threads``).
+
+The BLAS thread pool is process-wide: the limit applies while this session runs and is
+restored after, so other sessions keep their own setting (two sessions running at the same
+moment with different limits share the pool, the later limit winning while both run).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from typing import Any, Iterator
+
+__all__ = ["limit_threads", "default_threads"]
+
+_CONTROLLER: list[Any] = []
+_LOCK = threading.Lock()
+
+
+def default_threads() -> int:
+    return os.cpu_count() or 1
+
+
+def _controller() -> Any:
+    with _LOCK:
+        if not _CONTROLLER:
+            from threadpoolctl import ThreadpoolController
+
+            _CONTROLLER.append(ThreadpoolController())
+        return _CONTROLLER[0]
+
+
+@contextlib.contextmanager
+def limit_threads(n: int) -> Iterator[None]:
+    """BLAS (and OpenMP) threads limited to ``n`` inside the block."""
+    if n <= 0:
+        yield
+        return
+    with _controller().limit(limits=n):
+        yield
