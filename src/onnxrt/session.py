@@ -281,7 +281,9 @@ class InferenceSession:
         prof = self._profiler
         t0 = time.perf_counter_ns()
         try:
-            with limit_threads(self._threads):
+            # numpy's floating-point warnings (log(0), 0/0...) are results, not errors, in
+            # ONNX: onnxruntime does not warn either
+            with limit_threads(self._threads), np.errstate(all="ignore"):
                 if self._pinfo is not None and plan is self._plan:
                     results = execute_plan_parallel(plan, values, None, ctx, self._pool,
                                                     self._pinfo)

@@ -1,0 +1,200 @@
+"""The benchmark: onnxrt against onnxruntime (CPU, default options, the same thread count) in
+one process, alternating runs on the same inputs.
+
+Per model: median latency of each engine, the ratio onnxrt / onnxruntime, session creation
+time of each, peak memory allocated by onnxrt during one run; then the geometric mean of
+the ratios. Models: the nine zoo CNNs at batch 1 and 8, a BERT-base-like encoder at batch 1
+and 8 (sequence 128), a GPT-2-small-like decoder (sequence 128), and a 1,000-node chain of
+tiny element-wise ops for the per-node overhead.
+
+    python benchmarks/run.py [--quick] [--only resnet50,bert_b1] [--json results.json]
+"""
+
+from __future__ import annotations
+
+import os
+
+# idle threads of one engine busy-wait and slow the other: BLAS threads sleep after 4 ms
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+import tracemalloc  # noqa: E402
+from typing import Any, Callable  # noqa: E402
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+import onnxruntime as ort_ref  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import onnxrt as ort  # noqa: E402
+import transformer_models as tm  # noqa: E402
+from onnxrt.zoo import zoo_models  # noqa: E402
+
+
+def light_input(model: onnx.ModelProto, batch: int) -> dict[str, np.ndarray]:
+    init = {t.name for t in model.graph.initializer}
+    feeds = {}
+    for vi in model.graph.input:
+        if vi.name in init:
+            continue
+        shape = [d.dim_value if d.HasField("dim_value") else 1
+                 for d in vi.type.tensor_type.shape.dim]
+        shape[0] = batch
+        n = int(np.prod(shape))
+        feeds[vi.name] = (np.arange(n).reshape(shape) / n).astype(np.float32)
+    return feeds
+
+
+def with_batch(model: onnx.ModelProto, batch: int) -> onnx.ModelProto:
+    """The model with a free batch dimension (the zoo files fix it to 1)."""
+    if batch == 1:
+        return model
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    init = {t.name for t in m.graph.initializer}
+    for vi in list(m.graph.input) + list(m.graph.output):
+        if vi.name in init or not vi.type.tensor_type.shape.dim:
+            continue
+        vi.type.tensor_type.shape.dim[0].ClearField("dim_value")
+        vi.type.tensor_type.shape.dim[0].dim_param = "N"
+    # Reshape targets written with a literal batch of 1 get -1 there (inferred from the rest)
+    inits = {t.name: t for t in m.graph.initializer}
+    for node in m.graph.node:
+        if node.op_type != "Reshape" or len(node.input) < 2 or node.input[1] not in inits:
+            continue
+        t = inits[node.input[1]]
+        shape = onnx.numpy_helper.to_array(t).copy()
+        if shape.ndim == 1 and shape.size > 1 and shape[0] == 1:
+            shape[0] = -1
+            t.CopyFrom(onnx.numpy_helper.from_array(shape, t.name))
+    return m
+
+
+def ref_session(data: bytes, threads: int) -> Any:
+    so = ort_ref.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    so.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    return ort_ref.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+
+
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    t = time.perf_counter()
+    r = fn()
+    return r, time.perf_counter() - t
+
+
+def bench(name: str, data: bytes, feeds: dict[str, np.ndarray], runs: int, warmup: int,
+          threads: int, providers: list[Any] | None = None) -> dict[str, Any]:
+    ours, c_ours = timed(lambda: ort.InferenceSession(data, providers=providers))
+    ref, c_ref = timed(lambda: ref_session(data, threads))
+    for _ in range(warmup):
+        ours.run(None, feeds)
+        ref.run(None, feeds)
+    t_ours, t_ref = [], []
+    a = b = None
+    for _ in range(runs):
+        a, t = timed(lambda: ours.run(None, feeds))
+        t_ours.append(t)
+        b, t = timed(lambda: ref.run(None, feeds))
+        t_ref.append(t)
+    tracemalloc.start()
+    ours.run(None, feeds)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    err = max(float(np.max(np.abs(np.asarray(x, np.float64) - np.asarray(y, np.float64))))
+              for x, y in zip(a, b))
+    mo, mr = statistics.median(t_ours), statistics.median(t_ref)
+    return {"model": name, "onnxrt_ms": mo * 1e3, "onnxruntime_ms": mr * 1e3, "ratio": mo / mr,
+            "create_onnxrt_ms": c_ours * 1e3, "create_onnxruntime_ms": c_ref * 1e3,
+            "create_ratio": c_ours / c_ref, "peak_mb": peak / 2**20, "max_abs_diff": err,
+            "runs": runs}
+
+
+def overhead(threads: int, n: int = 1000) -> dict[str, Any]:
+    nodes = [onnx.helper.make_node("Neg", [f"v{i}"], [f"v{i + 1}"]) for i in range(n)]
+    g = onnx.helper.make_graph(
+        nodes, "chain", [onnx.helper.make_tensor_value_info("v0", onnx.TensorProto.FLOAT, [1])],
+        [onnx.helper.make_tensor_value_info(f"v{n}", onnx.TensorProto.FLOAT, [1])])
+    data = onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid("", 17)],
+                                  ir_version=8).SerializeToString()
+    r = bench(f"chain{n}", data, {"v0": np.ones(1, np.float32)}, 200, 20, threads)
+    r["onnxrt_us_per_node"] = r["onnxrt_ms"] * 1e3 / n
+    r["onnxruntime_us_per_node"] = r["onnxruntime_ms"] * 1e3 / n
+    return r
+
+
+def cases(quick: bool) -> list[tuple[str, Callable[[], tuple[bytes, dict[str, Any]]], int]]:
+    out = []
+    zoo = zoo_models()
+    for batch in (1, 8):
+        for name, path in zoo.items():
+            def make(path: str = path, batch: int = batch) -> tuple[bytes, dict[str, Any]]:
+                m = with_batch(onnx.load(path), batch)
+                return m.SerializeToString(), light_input(m, batch)
+            runs = (5 if quick else 15) if batch == 1 else (3 if quick else 6)
+            out.append((f"{name}_b{batch}", make, runs))
+    layers = 2 if quick else 12
+    for batch in (1, 8):
+        def make_bert(batch: int = batch) -> tuple[bytes, dict[str, Any]]:
+            return tm.bert(layers=layers).SerializeToString(), tm.bert_inputs(batch)
+        out.append((f"bert_b{batch}", make_bert, 3 if quick else (8 if batch == 1 else 4)))
+
+    def make_gpt2() -> tuple[bytes, dict[str, Any]]:
+        return tm.gpt2(layers=layers).SerializeToString(), tm.gpt2_inputs()
+    out.append(("gpt2_s128", make_gpt2, 3 if quick else 6))
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="fewer runs, 2-layer transformers")
+    p.add_argument("--only", default="", help="comma-separated case names")
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--json", default="benchmark_results.json")
+    args = p.parse_args()
+    only = {s.strip() for s in args.only.split(",") if s.strip()}
+    rows = []
+    head = (f"{'model':<18} {'onnxrt ms':>10} {'ort ms':>9} {'ratio':>6} {'create':>8} "
+            f"{'ort create':>10} {'peak MB':>8} {'max|diff|':>10}")
+    print(head)
+    for name, make, runs in cases(args.quick):
+        if only and name not in only:
+            continue
+        try:
+            data, feeds = make()
+            r = bench(name, data, feeds, runs, 2, args.threads)
+        except Exception as e:  # a case one engine cannot run is reported, not fatal
+            print(f"{name:<18} skipped: {type(e).__name__}: {str(e).splitlines()[0][:100]}")
+            rows.append({"model": name, "error": f"{type(e).__name__}: {e}"})
+            continue
+        rows.append(r)
+        print(f"{name:<18} {r['onnxrt_ms']:>10.2f} {r['onnxruntime_ms']:>9.2f} "
+              f"{r['ratio']:>6.2f} {r['create_onnxrt_ms']:>8.0f} "
+              f"{r['create_onnxruntime_ms']:>10.0f} {r['peak_mb']:>8.1f} "
+              f"{r['max_abs_diff']:>10.2e}", flush=True)
+    if not only or "chain1000" in only:
+        r = overhead(args.threads)
+        rows.append(r)
+        print(f"{'chain1000':<18} {r['onnxrt_ms']:>10.3f} {r['onnxruntime_ms']:>9.3f} "
+              f"{r['ratio']:>6.2f}   per node: onnxrt {r['onnxrt_us_per_node']:.2f} us, "
+              f"onnxruntime {r['onnxruntime_us_per_node']:.2f} us")
+    ok = [r for r in rows if "ratio" in r]
+    geo = float(np.exp(np.mean(np.log([r["ratio"] for r in ok])))) if ok else float("nan")
+    worst = max(ok, key=lambda r: r["ratio"]) if ok else None
+    cgeo = float(np.exp(np.mean(np.log([r["create_ratio"] for r in ok])))) if ok else float("nan")
+    print(f"geometric mean of onnxrt/onnxruntime time ratios: {geo:.2f} over {len(ok)} cases; "
+          f"worst {worst['model']} {worst['ratio']:.2f}" if worst else "no results")
+    print(f"geometric mean of session-creation ratios: {cgeo:.2f}")
+    with open(args.json, "w") as f:
+        json.dump({"rows": rows, "geomean_ratio": geo, "geomean_create_ratio": cgeo,
+                   "threads": args.threads, "quick": args.quick}, f, indent=2)
+    print(f"written: {args.json}")
+
+
+if __name__ == "__main__":
+    main()
