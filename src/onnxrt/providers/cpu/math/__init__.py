@@ -1,0 +1,1 @@
+"""Math kernels beyond the plain element-wise tables: softmax family, Pow, Mod, Clip..."""

@@ -1,0 +1,240 @@
+"""ai.onnx.ml feature preprocessing: ArrayFeatureExtractor, Binarizer, CastMap,
+CategoryMapper, DictVectorizer, FeatureVectorizer, Imputer, Normalizer, OneHotEncoder,
+Scaler, ZipMap."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from onnxrt.framework.kernel import NodeInfo
+from onnxrt.providers.cpu import CPU
+from onnxrt.providers.cpu.ml._common import ML, as_2d_float, string_array
+
+_F32 = np.float32
+
+
+@CPU.kernel("ArrayFeatureExtractor", since=1, domain=ML, host_inputs=(1,))
+def array_feature_extractor(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    idx = np.asarray(y, dtype=np.int64).reshape(-1)
+    if x.ndim == 0:
+        raise ValueError("ArrayFeatureExtractor needs an input of rank >= 1")
+    d = x.shape[-1]
+    if idx.size and (idx.min() < 0 or idx.max() >= d):
+        raise ValueError(f"ArrayFeatureExtractor: index out of range [0, {d}): "
+                         f"{idx[(idx < 0) | (idx >= d)][:5].tolist()}")
+    z = np.take(x, idx, axis=-1)
+    return z.reshape(1, -1) if x.ndim == 1 else z
+
+
+@CPU.kernel("Binarizer", since=1, domain=ML)
+def binarizer(x: np.ndarray, *, threshold: float = 0.0) -> np.ndarray:
+    return (x > x.dtype.type(threshold) if x.dtype.kind == "f" else x > threshold).astype(x.dtype)
+
+
+@CPU.kernel("CastMap", since=1, domain=ML)
+class CastMap:
+    def __init__(self, node: NodeInfo) -> None:
+        a = node.attrs
+        self.cast_to = a.get("cast_to", "TO_FLOAT")
+        self.map_form = a.get("map_form", "DENSE")
+        self.max_map = int(a.get("max_map", 1))
+        if self.cast_to not in ("TO_FLOAT", "TO_STRING", "TO_INT64"):
+            raise ValueError(f"CastMap: unknown cast_to {self.cast_to!r}")
+        if self.map_form not in ("DENSE", "SPARSE"):
+            raise ValueError(f"CastMap: unknown map_form {self.map_form!r}")
+
+    def __call__(self, x: dict) -> np.ndarray:
+        keys = np.array(sorted(x), dtype=np.int64)
+        vals = [x[k] for k in keys.tolist()]
+        if self.cast_to == "TO_STRING":
+            conv = [v if isinstance(v, str) else _float_str(v) for v in vals]
+            values = string_array(conv)
+            fill: Any = "0.f"  # onnxruntime's filler for absent keys in sparse form
+            dt: Any = object
+        else:
+            dt = _F32 if self.cast_to == "TO_FLOAT" else np.int64
+            values = np.array([float(v) for v in vals], dtype=np.float64)
+            values = values.astype(dt) if dt is _F32 else np.trunc(values).astype(dt)
+            fill = 0
+        if self.map_form == "DENSE":
+            return values.reshape(1, -1)
+        out = np.full(self.max_map, fill, dtype=dt)
+        if keys.size and (keys.min() < 0 or keys.max() >= self.max_map):
+            raise ValueError(f"CastMap: key out of range [0, {self.max_map}) in sparse form")
+        out[keys] = values
+        return out.reshape(1, -1)
+
+
+def _float_str(v: Any) -> str:
+    return f"{float(v):f}"
+
+
+@CPU.kernel("CategoryMapper", since=1, domain=ML)
+class CategoryMapper:
+    def __init__(self, node: NodeInfo) -> None:
+        a = node.attrs
+        cs = list(a.get("cats_strings") or [])
+        ci = list(a.get("cats_int64s") or [])
+        if len(cs) != len(ci):
+            raise ValueError("CategoryMapper: cats_strings and cats_int64s differ in length")
+        self.s2i = dict(zip(cs, ci))
+        self.i2s = dict(zip(ci, cs))
+        self.default_int = int(a.get("default_int64", -1))
+        self.default_str = a.get("default_string", "_Unused")
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        if x.dtype == object or x.dtype.kind in "US":
+            uniq, inv = np.unique(x.astype(object).reshape(-1), return_inverse=True)
+            m = np.array([self.s2i.get(u, self.default_int) for u in uniq.tolist()],
+                         dtype=np.int64)
+            return m[inv].reshape(x.shape)
+        uniq, inv = np.unique(x.reshape(-1), return_inverse=True)
+        m = string_array([self.i2s.get(int(u), self.default_str) for u in uniq.tolist()])
+        return m[inv].reshape(x.shape)
+
+
+@CPU.kernel("DictVectorizer", since=1, domain=ML, needs_node=True)
+def dict_vectorizer(x: dict, *, int64_vocabulary=None, string_vocabulary=None,
+                    node: NodeInfo) -> np.ndarray:
+    vocab = string_vocabulary if string_vocabulary else int64_vocabulary or []
+    pos = {k: i for i, k in enumerate(vocab)}
+    vals = list(x.values())
+    dt = _dict_value_dtype(node, vals)
+    out = np.zeros(len(vocab), dtype=dt) if dt != object else string_array([""] * len(vocab))
+    for k, v in x.items():
+        i = pos.get(k if isinstance(k, str) else int(k))
+        if i is not None:
+            out[i] = v
+    return out.reshape(1, -1)
+
+
+def _dict_value_dtype(node: NodeInfo, vals: list) -> Any:
+    tp = node.input_types[0] if node.input_types else None
+    if tp is not None and tp.HasField("map_type"):
+        from onnxrt.ir.dtypes import np_dtype
+        return np_dtype(tp.map_type.value_type.tensor_type.elem_type)
+    if vals and isinstance(vals[0], str):
+        return object
+    if vals and isinstance(vals[0], (int, np.integer)):
+        return np.int64
+    return _F32
+
+
+@CPU.kernel("FeatureVectorizer", since=1, domain=ML)
+def feature_vectorizer(*xs: np.ndarray, inputdimensions=None) -> np.ndarray:
+    dims = list(inputdimensions or [])
+    if len(dims) != len(xs):
+        raise ValueError(f"FeatureVectorizer: {len(xs)} inputs but inputdimensions has "
+                         f"{len(dims)} entries")
+    parts = []
+    n = None
+    for x, d in zip(xs, dims):
+        x2 = as_2d_float(x, _F32)
+        if n is None:
+            n = x2.shape[0]
+        elif x2.shape[0] != n:
+            raise ValueError("FeatureVectorizer: inputs disagree on the batch size")
+        c = x2.shape[1]
+        if c >= d:
+            parts.append(x2[:, :d])
+        else:  # short inputs are zero-padded to their declared width
+            parts.append(np.pad(x2, [(0, 0), (0, d - c)]))
+    return np.concatenate(parts, axis=1) if parts else np.zeros((1, 0), _F32)
+
+
+@CPU.kernel("Imputer", since=1, domain=ML)
+def imputer(x: np.ndarray, *, imputed_value_floats=None, imputed_value_int64s=None,
+            replaced_value_float=0.0, replaced_value_int64=0) -> np.ndarray:
+    if x.dtype.kind == "f":
+        imp = np.asarray(imputed_value_floats or [], dtype=x.dtype)
+        rv = replaced_value_float
+        mask = np.isnan(x) if np.isnan(rv) else x == x.dtype.type(rv)
+    else:
+        imp = np.asarray(imputed_value_int64s or [], dtype=x.dtype)
+        mask = x == replaced_value_int64
+    if imp.size == 0:
+        raise ValueError("Imputer: no imputed values for this input type")
+    if imp.size != 1:
+        if x.ndim == 0 or x.shape[-1] != imp.size:
+            raise ValueError(f"Imputer: {imp.size} imputed values for {x.shape[-1]} features")
+    return np.where(mask, imp if imp.size != 1 else imp[0], x)
+
+
+@CPU.kernel("Normalizer", since=1, domain=ML)
+def normalizer(x: np.ndarray, *, norm: str = "MAX") -> np.ndarray:
+    x2 = as_2d_float(x, np.float64) if x.ndim != 2 else x.astype(np.float64)
+    if norm == "MAX":
+        d = x2.max(axis=1, keepdims=True)
+    elif norm == "L1":
+        d = np.abs(x2).sum(axis=1, keepdims=True)
+    elif norm == "L2":
+        d = np.sqrt((x2 * x2).sum(axis=1, keepdims=True))
+    else:
+        raise ValueError(f"Normalizer: unknown norm {norm!r}")
+    y = np.where(d == 0, x2, x2 / np.where(d == 0, 1.0, d))
+    return y.astype(_F32).reshape(x.shape if x.ndim == 2 else x2.shape)
+
+
+@CPU.kernel("OneHotEncoder", since=1, domain=ML)
+class OneHotEncoder:
+    def __init__(self, node: NodeInfo) -> None:
+        a = node.attrs
+        self.strings = list(a.get("cats_strings") or [])
+        self.ints = list(a.get("cats_int64s") or [])
+        self.zeros = int(a.get("zeros", 1))
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        if x.dtype == object or x.dtype.kind in "US":
+            cats = self.strings
+            uniq, inv = np.unique(x.astype(object).reshape(-1), return_inverse=True)
+            pos = {c: i for i, c in enumerate(cats)}
+            m = np.array([pos.get(u, -1) for u in uniq.tolist()], dtype=np.int64)
+        else:
+            cats = self.ints
+            xi = x.astype(np.int64).reshape(-1)
+            uniq, inv = np.unique(xi, return_inverse=True)
+            pos = {c: i for i, c in enumerate(cats)}
+            m = np.array([pos.get(int(u), -1) for u in uniq.tolist()], dtype=np.int64)
+        idx = m[inv]
+        if not self.zeros and np.any(idx < 0):
+            raise ValueError("OneHotEncoder: input holds a category that is not in the list "
+                             "and zeros=0")
+        out = np.zeros((idx.size, len(cats)), dtype=_F32)
+        ok = idx >= 0
+        out[np.nonzero(ok)[0], idx[ok]] = 1.0
+        return out.reshape(x.shape + (len(cats),))
+
+
+@CPU.kernel("Scaler", since=1, domain=ML)
+class Scaler:
+    def __init__(self, node: NodeInfo) -> None:
+        a = node.attrs
+        self.offset = np.asarray(a.get("offset") or [0.0], dtype=np.float64)
+        self.scale = np.asarray(a.get("scale") or [1.0], dtype=np.float64)
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        for p, what in ((self.offset, "offset"), (self.scale, "scale")):
+            if p.size != 1 and (x.ndim == 0 or x.shape[-1] != p.size):
+                raise ValueError(f"Scaler: {what} has {p.size} values for {x.shape[-1]} "
+                                 f"features")
+        return ((x.astype(np.float64) - self.offset) * self.scale).astype(_F32)
+
+
+@CPU.kernel("ZipMap", since=1, domain=ML)
+class ZipMap:
+    def __init__(self, node: NodeInfo) -> None:
+        a = node.attrs
+        if a.get("classlabels_strings"):
+            self.keys = list(a["classlabels_strings"])
+        else:
+            self.keys = [int(v) for v in (a.get("classlabels_int64s") or [])]
+
+    def __call__(self, x: np.ndarray) -> list[dict]:
+        x2 = x.reshape(1, -1) if x.ndim == 1 else x
+        if x2.ndim != 2 or x2.shape[1] != len(self.keys):
+            raise ValueError(f"ZipMap: input of shape {x.shape} does not have one column per "
+                             f"label ({len(self.keys)})")
+        keys = self.keys
+        return [dict(zip(keys, row)) for row in x2.astype(np.float64).tolist()]

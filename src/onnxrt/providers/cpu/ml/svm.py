@@ -1,0 +1,214 @@
+"""ai.onnx.ml SVMRegressor and SVMClassifier (libsvm conventions: one-vs-one decision values,
+votes, Platt probabilities coupled pairwise), vectorized over the batch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from onnxrt.framework.kernel import NodeInfo
+from onnxrt.providers.cpu import CPU
+from onnxrt.providers.cpu.ml._common import (ML, as_2d_float, labels_array, post_transform,
+                                             transform_name)
+
+_F32 = np.float32
+
+
+class _Kernel:
+    def __init__(self, attrs: dict[str, Any]) -> None:
+        kt = attrs.get("kernel_type", "LINEAR")
+        if kt not in ("LINEAR", "POLY", "RBF", "SIGMOID"):
+            raise ValueError(f"unknown kernel_type {kt!r}")
+        self.type = kt
+        p = list(attrs.get("kernel_params") or []) + [0.0, 0.0, 0.0]
+        self.gamma, self.coef0, self.degree = float(p[0]), float(p[1]), float(p[2])
+
+    def __call__(self, x: np.ndarray, sv: np.ndarray, sv_sq: np.ndarray | None) -> np.ndarray:
+        """(N, n_vectors) kernel values between samples and support vectors."""
+        if self.type == "RBF":
+            d = (x * x).sum(axis=1, keepdims=True) - 2.0 * (x @ sv.T) + sv_sq
+            np.maximum(d, 0.0, out=d)
+            return np.exp(-self.gamma * d)
+        dot = x @ sv.T
+        if self.type == "LINEAR":
+            return dot
+        if self.type == "POLY":
+            return np.power(self.gamma * dot + self.coef0, self.degree)
+        return np.tanh(self.gamma * dot + self.coef0)
+
+
+def _features(attrs: dict[str, Any], rows: int, what: str) -> np.ndarray:
+    v = np.asarray(attrs.get("support_vectors") or [], dtype=_F32).astype(np.float64)
+    if rows <= 0 or v.size % rows:
+        raise ValueError(f"{what}: {v.size} support vector values for {rows} vectors")
+    return v.reshape(rows, -1)
+
+
+@CPU.kernel("SVMRegressor", since=1, domain=ML)
+class SVMRegressor:
+    def __init__(self, node: NodeInfo) -> None:
+        a = node.attrs
+        self.kernel = _Kernel(a)
+        self.n_sv = int(a.get("n_supports", 0))
+        coef = np.asarray(a.get("coefficients") or [], dtype=_F32).astype(np.float64)
+        rho = list(a.get("rho") or [0.0])
+        self.rho = float(np.float32(rho[0]))
+        if self.n_sv > 0:
+            self.sv = _features(a, self.n_sv, "SVMRegressor")
+            self.sv_sq = (self.sv * self.sv).sum(axis=1)
+            if coef.size != self.n_sv:
+                raise ValueError(f"SVMRegressor: {coef.size} coefficients for {self.n_sv} "
+                                 f"support vectors")
+        self.coef = coef
+        self.one_class = int(a.get("one_class", 0))
+        t = transform_name(a.get("post_transform", "NONE"))
+        self.transform = t if t == "PROBIT" else "NONE"  # one score: only PROBIT applies
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        xf = as_2d_float(x)
+        if self.n_sv > 0:
+            s = self.kernel(xf, self.sv, self.sv_sq) @ self.coef + self.rho
+        else:
+            s = xf @ self.coef + self.rho
+        s = s.reshape(-1, 1)
+        if self.one_class:
+            s = np.where(s > 0, 1.0, -1.0)
+        return post_transform(s, self.transform).astype(_F32)
+
+
+def _couple(r: np.ndarray) -> np.ndarray:
+    """Pairwise-coupled class probabilities (Wu, Lin & Weng's second method), batched.
+
+    r: (N, k, k) with r[:, i, j] the estimated P(class i | i or j)."""
+    n, k, _ = r.shape
+    q = -r.transpose(0, 2, 1) * r
+    eye = np.eye(k, dtype=bool)
+    diag = (r * r * ~eye).sum(axis=1)  # sum over j of r[j, t]^2
+    q[:, eye] = diag
+    p = np.full((n, k), 1.0 / k)
+    eps = 0.005 / k
+    active = np.ones(n, bool)
+    for _ in range(max(100, k)):
+        qp = np.einsum("nij,nj->ni", q, p)
+        pqp = (p * qp).sum(axis=1)
+        err = np.abs(qp - pqp[:, None]).max(axis=1)
+        active &= err >= eps
+        if not active.any():
+            break
+        idx = np.nonzero(active)[0]
+        qa, pa, qpa, pqpa = q[idx], p[idx], qp[idx], pqp[idx]
+        for t in range(k):
+            qtt = qa[:, t, t]
+            diff = (-qpa[:, t] + pqpa) / qtt
+            pa[:, t] += diff
+            pqpa = (pqpa + diff * (diff * qtt + 2.0 * qpa[:, t])) / (1.0 + diff) ** 2
+            qpa = (qpa + diff[:, None] * qa[:, t, :]) / (1.0 + diff)[:, None]
+            pa /= (1.0 + diff)[:, None]
+        p[idx] = pa
+    return p
+
+
+@CPU.kernel("SVMClassifier", since=1, domain=ML)
+class SVMClassifier:
+    def __init__(self, node: NodeInfo) -> None:
+        a = node.attrs
+        self.labels = labels_array(a, "classlabels_ints", "classlabels_strings")
+        if self.labels is None:
+            raise ValueError("SVMClassifier needs classlabels_ints or classlabels_strings")
+        k = self.labels.size
+        self.k = k
+        self.kernel = _Kernel(a)
+        vpc = np.asarray(a.get("vectors_per_class") or [], dtype=np.int64)
+        self.n_sv = int(vpc.sum())
+        coef = np.asarray(a.get("coefficients") or [], dtype=_F32).astype(np.float64)
+        self.rho = np.asarray(a.get("rho") or [], dtype=_F32).astype(np.float64)
+        self.prob_a = np.asarray(a.get("prob_a") or [], dtype=_F32).astype(np.float64)
+        self.prob_b = np.asarray(a.get("prob_b") or [], dtype=_F32).astype(np.float64)
+        self.transform = transform_name(a.get("post_transform", "NONE"))
+        if self.n_sv > 0:
+            if vpc.size != k:
+                raise ValueError(f"SVMClassifier: vectors_per_class has {vpc.size} entries "
+                                 f"for {k} classes")
+            self.sv = _features(a, self.n_sv, "SVMClassifier")
+            self.sv_sq = (self.sv * self.sv).sum(axis=1)
+            if coef.size != (k - 1) * self.n_sv:
+                raise ValueError(f"SVMClassifier: {coef.size} coefficients, expected "
+                                 f"{(k - 1) * self.n_sv}")
+            coef = coef.reshape(k - 1, self.n_sv)
+            starts = np.concatenate([[0], np.cumsum(vpc)[:-1]])
+            # one weight row per class pair over all vectors: the decision value of pair
+            # (i, j) is then one matrix product with the kernel values
+            pairs = [(i, j) for i in range(k) for j in range(i + 1, k)]
+            w = np.zeros((len(pairs), self.n_sv))
+            for p, (i, j) in enumerate(pairs):
+                si, ci, sj, cj = starts[i], vpc[i], starts[j], vpc[j]
+                w[p, si:si + ci] = coef[j - 1, si:si + ci]
+                w[p, sj:sj + cj] = coef[i, sj:sj + cj]
+            self.pair_w = np.ascontiguousarray(w.T)
+            self.pairs = np.asarray(pairs, dtype=np.intp).reshape(-1, 2)
+            if self.rho.size != len(pairs):
+                raise ValueError(f"SVMClassifier: {self.rho.size} rho values for "
+                                 f"{len(pairs)} class pairs")
+        else:
+            # linear mode: one coefficient row per class
+            if coef.size % k:
+                raise ValueError(f"SVMClassifier: {coef.size} coefficients do not split into "
+                                 f"{k} class rows")
+            rows = k
+            self.lin_w = np.ascontiguousarray(coef.reshape(rows, -1).T)
+        self.proba = self.prob_a.size > 0 and self.n_sv > 0
+
+    def __call__(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        xf = as_2d_float(x)
+        if self.n_sv == 0:
+            return self._linear(xf)
+        kv = self.kernel(xf, self.sv, self.sv_sq)
+        dec = kv @ self.pair_w + self.rho  # (N, n_pairs)
+        n = xf.shape[0]
+        k = self.k
+        # the label comes from one-vs-one votes even when probabilities are output, as in
+        # onnxruntime (libsvm's predict_probability would take the most probable class)
+        votes = np.zeros((n, k), np.int64)
+        win = np.where(dec > 0, self.pairs[:, 0], self.pairs[:, 1])
+        rows = np.arange(n)
+        for p in range(win.shape[1]):
+            votes[rows, win[:, p]] += 1
+        label = self.labels[np.argmax(votes, axis=1)]
+        if self.proba:
+            r = np.zeros((n, k, k))
+            pr = np.clip(_platt(dec, self.prob_a, self.prob_b), 1e-7, 1 - 1e-7)
+            i, j = self.pairs[:, 0], self.pairs[:, 1]
+            r[:, i, j] = pr
+            r[:, j, i] = 1.0 - pr
+            probs = _couple(r)
+            return label, post_transform(probs, self.transform).astype(_F32)
+        if k == 2:
+            return label, _two_columns(dec[:, 0], self.transform)
+        return label, post_transform(dec, self.transform).astype(_F32)
+
+    def _linear(self, xf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        # onnxruntime adds rho[0] to every class score
+        s = xf @ self.lin_w + (self.rho[0] if self.rho.size else 0.0)
+        label = self.labels[np.argmax(s, axis=1)]
+        return label, post_transform(s, self.transform).astype(_F32)
+
+
+def _two_columns(s: np.ndarray, transform: str) -> np.ndarray:
+    """onnxruntime's two-column output for a single binary decision value."""
+    if transform == "LOGISTIC":
+        p = post_transform(s.reshape(-1, 1), "LOGISTIC")[:, 0]
+        z = np.stack([1.0 - p, p], axis=1)
+    elif transform == "PROBIT":
+        z = np.stack([post_transform(s.reshape(-1, 1), "PROBIT")[:, 0], np.zeros_like(s)], 1)
+    elif transform == "NONE":
+        z = np.stack([-s, s], axis=1)
+    else:
+        z = np.stack([1.0 - s, s], axis=1)
+    return z.astype(_F32)
+
+
+def _platt(dec: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    f = dec * a + b
+    e = np.exp(-np.abs(f))
+    return np.where(f >= 0, e / (1.0 + e), 1.0 / (1.0 + e))

@@ -1,0 +1,2 @@
+"""Quantization kernels: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, QLinearConv,
+QLinearMatMul, MatMulInteger, ConvInteger."""

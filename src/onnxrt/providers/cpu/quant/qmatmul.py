@@ -1,0 +1,93 @@
+"""MatMulInteger and QLinearMatMul.
+
+Integer products are accumulated exactly in a float BLAS product: operands shifted by their
+zero points fit in 9 bits, so float64 is exact for any K below 2**35, and float32 (twice as
+fast) whenever K * max|a - a_zp| * max|b - b_zp| stays below 2**24, which the zero points
+usually allow for K up to about 1000.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from onnxrt.providers.cpu import CPU
+from onnxrt.providers.cpu.quant._common import float_of, is_float_q, requantize, to_quantized
+
+_F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
+_F32_EXACT = 1 << 24
+
+
+def max_shift(dt: np.dtype, zp: np.ndarray | None) -> int:
+    """The largest |v - zp| over every value v of integer type ``dt``."""
+    info = np.iinfo(dt)
+    if zp is None or np.size(zp) == 0:
+        return max(abs(int(info.min)), abs(int(info.max)))
+    z = np.asarray(zp).astype(np.int64)
+    return int(max(int(info.max) - int(z.min()), int(z.max()) - int(info.min)))
+
+
+def acc_dtype(k: int, bound_a: int = 255, bound_b: int = 255) -> np.dtype:
+    """Float type in which a sum of k products bounded by bound_a * bound_b is exact."""
+    return _F32 if k * bound_a * bound_b < _F32_EXACT else _F64
+
+
+def shift(a: np.ndarray, zp: np.ndarray | None, dt: np.dtype, row: bool) -> np.ndarray:
+    """``a - zp`` as float ``dt``; a 1-D zero point is per row (A) or per column (B)."""
+    af = a.astype(dt)
+    if zp is None:
+        return af
+    zp = np.asarray(zp)
+    if zp.ndim == 0 or zp.size == 1:
+        z = zp.reshape(()).astype(dt)
+        if z != 0:
+            af -= z
+        return af
+    z = zp.astype(dt)
+    if row and z.ndim == 1:
+        z = z.reshape(-1, 1)
+    return af - z
+
+
+@CPU.kernel("MatMulInteger", since=10)
+def matmul_integer(a: np.ndarray, b: np.ndarray, a_zero_point: np.ndarray | None = None,
+                   b_zero_point: np.ndarray | None = None) -> np.ndarray:
+    k = a.shape[-1] if a.ndim else 1
+    dt = acc_dtype(k, max_shift(a.dtype, a_zero_point), max_shift(b.dtype, b_zero_point))
+    y = np.matmul(shift(a, a_zero_point, dt, a.ndim >= 2), shift(b, b_zero_point, dt, False))
+    return y.astype(np.int32)
+
+
+@CPU.kernel("QLinearMatMul", since=10)
+def qlinear_matmul(a: np.ndarray, a_scale: np.ndarray, a_zero_point: np.ndarray,
+                   b: np.ndarray, b_scale: np.ndarray, b_zero_point: np.ndarray,
+                   y_scale: np.ndarray, y_zero_point: np.ndarray) -> np.ndarray:
+    out_dt = y_zero_point.dtype
+    if is_float_q(a.dtype) or is_float_q(b.dtype) or is_float_q(out_dt):
+        return _qlinear_matmul_float8(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
+                                      y_scale, y_zero_point)
+    k = a.shape[-1] if a.ndim else 1
+    dt = acc_dtype(k, max_shift(a.dtype, a_zero_point), max_shift(b.dtype, b_zero_point))
+    acc = np.matmul(shift(a, a_zero_point, dt, a.ndim >= 2),
+                    shift(b, b_zero_point, dt, False))
+    # the requantization multiplier, formed in float32 as the scales' type implies
+    sa = _row(float_of(np.asarray(a_scale)).astype(_F32), a.ndim)
+    sb = float_of(np.asarray(b_scale)).astype(_F32)
+    sy = float_of(np.asarray(y_scale)).astype(_F32)
+    return requantize(acc, sa * sb / sy, y_zero_point, out_dt)
+
+
+def _qlinear_matmul_float8(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale,
+                           y_zero_point):
+    """float8 operands (QLinearMatMul-21): dequantize, multiply in float32, requantize."""
+    af = (a.astype(_F32) - a_zero_point.astype(_F32)) * _row(float_of(a_scale), a.ndim)
+    bf = (b.astype(_F32) - b_zero_point.astype(_F32)) * float_of(b_scale)
+    y = np.matmul(af, bf) / float_of(y_scale).astype(_F32)
+    return to_quantized(y + y_zero_point.astype(_F32), y_zero_point.dtype)
+
+
+def _row(p: np.ndarray, ndim: int) -> np.ndarray:
+    """A 1-D per-row parameter of a matrix operand, shaped to broadcast over its rows."""
+    if p.ndim == 1 and p.size > 1 and ndim >= 2:
+        return p.reshape(-1, 1)
+    return p

@@ -1,0 +1,1 @@
+"""Reductions, ArgMax/ArgMin, cumulative sums and products, TopK."""

@@ -1,0 +1,1 @@
+"""Recurrent layers: RNN, GRU and LSTM (every schema version, both layouts)."""

@@ -1,0 +1,1 @@
+"""Signal processing: DFT, STFT, window functions, MelWeightMatrix."""

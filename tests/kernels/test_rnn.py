@@ -1,0 +1,188 @@
+"""RNN, GRU and LSTM against onnxruntime (and onnx.reference where onnxruntime's CPU
+kernels stop: layout=1, float64, float16)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+import onnxrt
+
+ort = pytest.importorskip("onnxruntime")
+
+GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
+OPSET = {"RNN": 14, "GRU": 14, "LSTM": 14}
+
+
+def _model(op, inputs, attrs, n_out, elem=TensorProto.FLOAT, opset=14):
+    names = ["X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"]
+    ins = []
+    vis = []
+    for n, v in zip(names, inputs):
+        if v is None:
+            ins.append("")
+            continue
+        ins.append(n)
+        et = TensorProto.INT32 if n == "sequence_lens" else elem
+        vis.append(helper.make_tensor_value_info(n, et, list(v.shape)))
+    while ins and ins[-1] == "":
+        ins.pop()
+    outs = ["Y", "Y_h", "Y_c"][:n_out]
+    node = helper.make_node(op, ins, outs, **attrs)
+    graph = helper.make_graph([node], "g", vis,
+                              [helper.make_tensor_value_info(o, elem, None) for o in outs])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=9)
+
+
+def _feeds(inputs):
+    names = ["X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"]
+    return {n: v for n, v in zip(names, inputs) if v is not None}
+
+
+def _inputs(op, T=5, B=3, I=4, H=6, D=1, bias=True, lens=None, init=True, peep=False,
+            layout=0, dtype=np.float32, seed=0):
+    rng = np.random.default_rng(seed)
+    G = GATES[op]
+    X = rng.standard_normal((B, T, I) if layout else (T, B, I)).astype(dtype)
+    W = (rng.standard_normal((D, G * H, I)) * 0.5).astype(dtype)
+    R = (rng.standard_normal((D, G * H, H)) * 0.5).astype(dtype)
+    Bv = (rng.standard_normal((D, 2 * G * H)) * 0.5).astype(dtype) if bias else None
+    sl = None if lens is None else np.array(lens, np.int32)
+    shape = (B, D, H) if layout else (D, B, H)
+    h0 = rng.standard_normal(shape).astype(dtype) if init else None
+    ins = [X, W, R, Bv, sl, h0]
+    if op == "LSTM":
+        ins.append(rng.standard_normal(shape).astype(dtype) if init else None)
+        ins.append(rng.standard_normal((D, 3 * H)).astype(dtype) if peep else None)
+    return ins
+
+
+def _run_ours(model, feeds):
+    return onnxrt.InferenceSession(model.SerializeToString()).run(None, feeds)
+
+
+def _check(op, attrs, rtol=1e-4, atol=1e-5, oracle="ort", **kw):
+    D = 2 if attrs.get("direction") == "bidirectional" else 1
+    ins = _inputs(op, D=D, layout=attrs.get("layout", 0), **kw)
+    H = ins[2].shape[-1]
+    n_out = 3 if op == "LSTM" else 2
+    elem = helper.np_dtype_to_tensor_dtype(ins[0].dtype)
+    model = _model(op, ins, {"hidden_size": H, **attrs}, n_out, elem)
+    feeds = _feeds(ins)
+    if oracle == "ort":
+        sess = ort.InferenceSession(model.SerializeToString(),
+                                    providers=["CPUExecutionProvider"])
+        exp = sess.run(None, feeds)
+    else:
+        from onnx.reference import ReferenceEvaluator
+        exp = ReferenceEvaluator(model).run(None, feeds)
+    got = _run_ours(model, feeds)
+    for e, g in zip(exp, got):
+        assert g.dtype == e.dtype and g.shape == e.shape
+        np.testing.assert_allclose(g.astype(np.float64), e.astype(np.float64), rtol=rtol,
+                                   atol=atol)
+
+
+CASES = [
+    {},
+    {"direction": "reverse"},
+    {"direction": "bidirectional"},
+    {"clip": 0.7},
+    {"direction": "bidirectional", "clip": 0.5},
+]
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+@pytest.mark.parametrize("attrs", CASES)
+def test_directions_and_clip(op, attrs):
+    _check(op, attrs)
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+def test_sequence_lens(op, direction):
+    _check(op, {"direction": direction}, lens=[5, 2, 3])
+    _check(op, {"direction": direction}, lens=[3, 1, 2], init=False)
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+def test_no_bias_no_initial(op):
+    _check(op, {"direction": "bidirectional"}, bias=False, init=False)
+
+
+def test_gru_linear_before_reset():
+    _check("GRU", {"linear_before_reset": 1})
+    _check("GRU", {"linear_before_reset": 1, "direction": "bidirectional"}, lens=[4, 5, 1])
+
+
+def test_lstm_peepholes_and_input_forget():
+    _check("LSTM", {}, peep=True)
+    _check("LSTM", {"direction": "bidirectional"}, peep=True, lens=[2, 5, 4])
+    _check("LSTM", {"input_forget": 1}, peep=True)
+
+
+@pytest.mark.parametrize("op,acts", [
+    ("RNN", ["Relu"]),
+    ("RNN", ["LeakyRelu", "Softsign"]),
+    ("GRU", ["HardSigmoid", "Affine"]),
+    ("GRU", ["Sigmoid", "Elu", "HardSigmoid", "Softplus"]),
+    ("LSTM", ["HardSigmoid", "ScaledTanh", "Affine"]),
+    ("LSTM", ["Sigmoid", "ThresholdedRelu", "Tanh", "Sigmoid", "Tanh", "LeakyRelu"]),
+])
+def test_activations_with_alpha_beta(op, acts):
+    D = len(acts) // {"RNN": 1, "GRU": 2, "LSTM": 3}[op]
+    attrs = {"activations": acts, "activation_alpha": [0.3, 0.6, 0.4],
+             "activation_beta": [0.2, 0.1]}
+    if D == 2:
+        attrs["direction"] = "bidirectional"
+    _check(op, attrs)
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+def test_layout_batchwise(op):
+    _check(op, {"layout": 1, "direction": "bidirectional"}, oracle="ref", lens=None)
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+def test_float64_and_float16(op):
+    _check(op, {"direction": "bidirectional"}, oracle="ref", dtype=np.float64, rtol=1e-10,
+           atol=1e-12)
+    _check(op, {}, oracle="ref", dtype=np.float16, rtol=1e-2, atol=1e-2)
+
+
+def test_opset1_default_direction_and_constant_weights():
+    # opset 1's schema misspells the default direction ("foward"); weights as initializers
+    ins = _inputs("GRU")
+    X, W, R, Bv = ins[:4]
+    node = helper.make_node("GRU", ["X", "W", "R", "B"], ["Y", "Y_h"], hidden_size=6)
+    inits = [onnx.numpy_helper.from_array(v, n) for n, v in zip("WRB", (W, R, Bv))]
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, list(X.shape))],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in ("Y", "Y_h")],
+        inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 7)], ir_version=9)
+    exp = ort.InferenceSession(model.SerializeToString(),
+                               providers=["CPUExecutionProvider"]).run(None, {"X": X})
+    model1 = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 1)], ir_version=9)
+    for m in (model, model1):
+        got = _run_ours(m, {"X": X})
+        for e, g in zip(exp, got):
+            np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5)
+
+
+def test_only_y_h_requested():
+    ins = _inputs("LSTM")
+    node = helper.make_node("LSTM", ["X", "W", "R", "B"], ["", "Y_h"], hidden_size=6)
+    graph = helper.make_graph(
+        [node], "g",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(v.shape))
+         for n, v in zip("XWRB", ins)],
+        [helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=9)
+    feeds = dict(zip("XWRB", ins))
+    exp = ort.InferenceSession(model.SerializeToString(),
+                               providers=["CPUExecutionProvider"]).run(None, feeds)
+    got = _run_ours(model, feeds)
+    np.testing.assert_allclose(got[0], exp[0], rtol=1e-4, atol=1e-5)
