@@ -1,0 +1,307 @@
+"""Conv: one class kernel choosing, per weight, among three algorithms.
+
+* 1x1: one matmul on the reshaped input (no copy at stride 1 without padding).
+* depthwise (one input channel per group): k^d multiply-adds. The padded input is split
+  into stride phases so that every kernel offset reads one flat, contiguous window; the
+  adds run over long rows (channels-first, in cache-sized channel blocks) or, for small
+  images with many channels, over channels (channels-last). Far faster than im2col with
+  batched matmuls.
+* general and grouped: im2col (one strided copy per kernel offset into a preallocated
+  buffer) and one BLAS matmul (batched over groups), built in cache-sized bands of output
+  rows.
+
+Weights are re-laid out once per session when they are constant; float16/bfloat16 compute
+in float32 and cast back.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+
+from onnxrt.providers.cpu import CPU
+from onnxrt.providers.cpu.nn import compute_dtype, pad_spatial, resolve_pads
+
+__all__ = ["Conv", "conv_nd"]
+
+# im2col is built in bands of output rows of about this many bytes: a band that stays in
+# cache makes the copy and the matmul that reads it faster (3x on VGG-sized layers), as long
+# as a band keeps at least _MIN_COLS columns for BLAS to be efficient
+_COLS_LIMIT = 2 << 20
+_MIN_COLS = 512
+_DW_BLOCK = 512 << 10       # bytes of one depthwise accumulator block (fits L2 with tmp)
+_DW_FORCE = ""              # tests: "cf" or "cl" forces the depthwise layout
+
+
+class _Geometry:
+    """Padding and output size for one input spatial shape (cached per shape)."""
+
+    __slots__ = ("begin", "end", "out", "no_pad")
+
+    def __init__(self, spatial: tuple[int, ...], kernel: tuple[int, ...], strides: list[int],
+                 dilations: list[int], pads: list[int] | None, auto_pad: str) -> None:
+        self.begin, self.end, _, self.out = resolve_pads(spatial, kernel, strides, dilations,
+                                                         pads, auto_pad)
+        self.no_pad = not any(self.begin) and not any(self.end)
+
+
+class _Packed:
+    """A weight re-laid out for its algorithm."""
+
+    __slots__ = ("algo", "w", "M", "Cg", "kernel", "mult")
+
+    def __init__(self, w: np.ndarray, group: int, cdt: np.dtype) -> None:
+        self.M, self.Cg = int(w.shape[0]), int(w.shape[1])
+        self.kernel = tuple(int(k) for k in w.shape[2:])
+        if self.M % group:
+            raise ValueError(f"output channels {self.M} not divisible by group {group}")
+        kprod = int(np.prod(self.kernel)) if self.kernel else 1
+        w = np.asarray(w).astype(cdt, copy=False)
+        self.mult = self.M // group
+        if group > 1 and self.Cg == 1:
+            self.algo = "depthwise"
+            # (C, mult, kprod): channel c feeds outputs c*mult .. c*mult+mult-1
+            self.w = np.ascontiguousarray(w.reshape(group, self.mult, kprod))
+        elif group == 1:
+            self.algo = "gemm"
+            self.w = np.ascontiguousarray(w.reshape(self.M, self.Cg * kprod))
+        else:
+            self.algo = "grouped"
+            self.w = np.ascontiguousarray(w.reshape(group, self.M // group, self.Cg * kprod))
+
+
+def _window(off: tuple[int, ...], dil: list[int], strides: list[int], out: list[int]
+            ) -> tuple[slice, ...]:
+    return tuple(slice(o * d, o * d + s * (n - 1) + 1, s)
+                 for o, d, s, n in zip(off, dil, strides, out))
+
+
+def _im2col(xp: np.ndarray, kernel: tuple[int, ...], dil: list[int], strides: list[int],
+            out: list[int]) -> np.ndarray:
+    """(N, C, *kernel, *out) columns of the padded input."""
+    n, c = xp.shape[:2]
+    cols = np.empty((n, c) + kernel + tuple(out), dtype=xp.dtype)
+    for off in itertools.product(*(range(k) for k in kernel)):
+        cols[(slice(None), slice(None)) + off] = \
+            xp[(slice(None), slice(None)) + _window(off, dil, strides, out)]
+    return cols
+
+
+def _phases(xp: np.ndarray, kernel: tuple[int, ...], dil: list[int], strides: list[int],
+            out: list[int]) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """Split the padded input into stride phases so every kernel offset reads a stride-1
+    window of one phase: (phases, N*C, *Q) plus, per offset, (phase, flat shift)."""
+    n, c = xp.shape[:2]
+    nd = len(out)
+    qmax = [((k - 1) * d) // s for k, d, s in zip(kernel, dil, strides)]
+    q = [o + m for o, m in zip(out, qmax)]          # per-phase extent each offset may read
+    need = [qi * s for qi, s in zip(q, strides)]
+    if list(xp.shape[2:]) != need:
+        grown = np.zeros((n, c) + tuple(need), dtype=xp.dtype)
+        src = tuple(slice(0, min(a, b)) for a, b in zip(xp.shape[2:], need))
+        grown[(slice(None), slice(None)) + src] = xp[(slice(None), slice(None)) + src]
+        xp = grown
+    if all(s == 1 for s in strides):
+        ph = xp.reshape((1, n * c) + tuple(q))
+    else:
+        split = xp.reshape((n * c,) + tuple(v for qi, s in zip(q, strides) for v in (qi, s)))
+        order = tuple(2 + 2 * i for i in range(nd)) + (0,) + tuple(1 + 2 * i for i in range(nd))
+        ph = np.ascontiguousarray(split.transpose(order)).reshape(
+            (int(np.prod(strides)), n * c) + tuple(q))
+    pitch = [int(np.prod(q[i + 1:])) for i in range(nd)]
+    taps = []
+    for off in itertools.product(*(range(k) for k in kernel)):
+        phase, shift = 0, 0
+        for i in range(nd):
+            r = off[i] * dil[i]
+            phase = phase * strides[i] + r % strides[i]
+            shift += (r // strides[i]) * pitch[i]
+        taps.append((phase, shift))
+    return ph.reshape(ph.shape[0], n * c, -1), taps
+
+
+def _taps_channels_first(ph: np.ndarray, w: np.ndarray, taps: list[tuple[int, int]], L: int,
+                         full: int) -> np.ndarray:
+    """Many pixels per channel: one long row per channel, channel blocks kept in cache."""
+    rows = ph.shape[1]
+    acc = np.empty((rows, full), dtype=ph.dtype)
+    cb = max(1, min(rows, _DW_BLOCK // max(L * ph.dtype.itemsize, 1)))
+    tmp = np.empty((cb, L), dtype=ph.dtype)
+    for r0 in range(0, rows, cb):
+        r1 = min(rows, r0 + cb)
+        a = acc[r0:r1, :L]
+        t = tmp[:r1 - r0]
+        wb = w[r0:r1]
+        for k, (phase, shift) in enumerate(taps):
+            src = ph[phase, r0:r1, shift:shift + L]
+            if k == 0:
+                np.multiply(src, wb[:, k:k + 1], out=a)
+            else:
+                np.multiply(src, wb[:, k:k + 1], out=t)
+                a += t
+    return acc
+
+
+def _taps_channels_last(ph: np.ndarray, w: np.ndarray, taps: list[tuple[int, int]], L: int,
+                        full: int) -> np.ndarray:
+    """Few pixels, many channels (late layers): pixels x channels so inner loops run over
+    the channels instead of a handful of pixels."""
+    rows = ph.shape[1]
+    phl = np.ascontiguousarray(ph.transpose(0, 2, 1))
+    wt = np.ascontiguousarray(w.T)
+    acc = np.empty((full, rows), dtype=ph.dtype)
+    a = acc[:L]
+    t = np.empty((L, rows), dtype=ph.dtype)
+    for k, (phase, shift) in enumerate(taps):
+        src = phl[phase, shift:shift + L]
+        if k == 0:
+            np.multiply(src, wt[k], out=a)
+        else:
+            np.multiply(src, wt[k], out=t)
+            a += t
+    return acc.T
+
+
+def _depthwise(xp: np.ndarray, pk: _Packed, dil: list[int], strides: list[int],
+               out: list[int]) -> np.ndarray:
+    """k^d multiply-adds over long contiguous rows (one row per image channel).
+
+    Each offset reads a flat window of its phase; outputs are computed over whole phase
+    rows (a few wasted columns at each row end) and cropped at the end.
+    """
+    n, c = xp.shape[:2]
+    mult = pk.mult
+    if mult > 1:
+        xp = np.repeat(xp, mult, axis=1)
+    rows = n * c * mult
+    w = pk.w.reshape(c * mult, -1)
+    if n > 1:
+        w = np.tile(w, (n, 1))
+    ph, taps = _phases(xp, pk.kernel, dil, strides, out)
+    q = [o + ((k - 1) * d) // s for o, k, d, s in zip(out, pk.kernel, dil, strides)]
+    pitch0 = int(np.prod(q[1:]))
+    L = sum((o - 1) * int(np.prod(q[i + 1:])) for i, o in enumerate(out)) + 1
+    # channels-last wins (measured) on small stride-1 images with many channels; elsewhere
+    # its two transposes cost more than the short rows of channels-first
+    if (_DW_FORCE == "cl") if _DW_FORCE else (ph.shape[0] == 1 and L <= 1024 and rows >= 64):
+        acc = _taps_channels_last(ph, w, taps, L, out[0] * pitch0)
+    else:
+        acc = _taps_channels_first(ph, w, taps, L, out[0] * pitch0)
+    y = acc.reshape((n, c * mult, out[0]) + tuple(q[1:]))
+    return y[(Ellipsis,) + tuple(slice(0, o) for o in out[1:])]
+
+
+def _gemm_cols(xp: np.ndarray, pk: _Packed, group: int, dil: list[int], strides: list[int],
+               out: list[int]) -> np.ndarray:
+    n, c = xp.shape[:2]
+    kprod = int(np.prod(pk.kernel)) if pk.kernel else 1
+    L = int(np.prod(out))
+    M = pk.M
+    row_len = L // max(out[0], 1) if out else 1
+    row_bytes = n * c * kprod * row_len * xp.dtype.itemsize
+    band = max(_COLS_LIMIT // max(row_bytes, 1), -(-_MIN_COLS // max(row_len, 1)), 1)
+    if not out or band >= out[0]:
+        cols = _im2col(xp, pk.kernel, dil, strides, out)
+        return _apply(pk, group, cols.reshape(n, c * kprod, L), n).reshape((n, M) + tuple(out))
+    y = np.empty((n, M) + tuple(out), dtype=xp.dtype)
+    rest = tuple(out[1:])
+    for r0 in range(0, out[0], band):
+        r1 = min(out[0], r0 + band)
+        sub = xp[:, :, r0 * strides[0]: (r1 - 1) * strides[0] + (pk.kernel[0] - 1) * dil[0] + 1]
+        bo = [r1 - r0] + list(out[1:])
+        cols = _im2col(sub, pk.kernel, dil, strides, bo)
+        y[:, :, r0:r1] = _apply(pk, group, cols.reshape(n, c * kprod, -1), n).reshape(
+            (n, M, r1 - r0) + rest)
+    return y
+
+
+def _apply(pk: _Packed, group: int, cols: np.ndarray, n: int) -> np.ndarray:
+    """Weights times columns (N, C*kprod, L) -> (N, M, L)."""
+    if pk.algo == "gemm":
+        if n == 1:
+            return np.matmul(pk.w, cols[0])[None]
+        return np.matmul(pk.w, cols)
+    L = cols.shape[-1]
+    c4 = cols.reshape(n, group, -1, L)
+    return np.matmul(pk.w, c4).reshape(n, pk.M, L)
+
+
+def conv_nd(x: np.ndarray, pk: _Packed, group: int, strides: list[int], dil: list[int],
+            geo: _Geometry) -> np.ndarray:
+    """The convolution of ``x`` (already in the compute dtype) without bias."""
+    n, c = x.shape[:2]
+    if c != pk.Cg * group:
+        raise ValueError(f"input has {c} channels, weight expects {pk.Cg * group} "
+                         f"({pk.Cg} per group x group {group})")
+    out = geo.out
+    ones = all(k == 1 for k in pk.kernel)
+    if ones and pk.algo != "depthwise":
+        xs = x if geo.no_pad else pad_spatial(x, geo.begin, geo.end)
+        if any(s != 1 for s in strides):
+            xs = xs[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in strides)]
+        xs = xs[(slice(None), slice(None)) + tuple(slice(0, o) for o in out)]
+        return _apply(pk, group, xs.reshape(n, c, -1), n).reshape((n, pk.M) + tuple(out))
+    xp = x if geo.no_pad else pad_spatial(x, geo.begin, geo.end)
+    if pk.algo == "depthwise":
+        return _depthwise(xp, pk, dil, strides, out)
+    return _gemm_cols(xp, pk, group, dil, strides, out)
+
+
+@CPU.kernel("Conv", since=1, needs_node=True)
+class Conv:
+    """Conv-1/11/22 over N-d inputs (N, C, *spatial)."""
+
+    def __init__(self, node: Any) -> None:
+        a = node.attrs
+        self.group = int(a.get("group", 1))
+        self.auto_pad = a.get("auto_pad", "NOTSET")
+        self.kernel_shape = a.get("kernel_shape")
+        self.strides = a.get("strides")
+        self.dilations = a.get("dilations")
+        self.pads = a.get("pads")
+        self.packed = None
+        self.bias = None
+        self._geo: dict[tuple[int, ...], _Geometry] = {}
+        w = node.constant_inputs.get(1)
+        if w is not None:
+            w = np.asarray(w)
+            self.packed = _Packed(w, self.group, compute_dtype(w.dtype))
+        b = node.constant_inputs.get(2)
+        if b is not None:
+            b = np.asarray(b)
+            self.bias = b.astype(compute_dtype(b.dtype))
+
+    def _geometry(self, spatial: tuple[int, ...], kernel: tuple[int, ...]) -> _Geometry:
+        geo = self._geo.get(spatial)
+        if geo is None:
+            nd = len(spatial)
+            if self.kernel_shape and tuple(self.kernel_shape) != kernel:
+                raise ValueError(f"kernel_shape {self.kernel_shape} does not match the weight "
+                                 f"{kernel}")
+            geo = _Geometry(spatial, kernel, list(self.strides or [1] * nd),
+                            list(self.dilations or [1] * nd), self.pads, self.auto_pad)
+            self._geo[spatial] = geo   # a benign race: every thread computes the same value
+        return geo
+
+    def __call__(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
+        dt = x.dtype
+        cdt = compute_dtype(dt)
+        pk = self.packed
+        if pk is None:
+            pk = _Packed(w, self.group, cdt)
+        nd = x.ndim - 2
+        geo = self._geometry(tuple(x.shape[2:]), pk.kernel)
+        strides = list(self.strides or [1] * nd)
+        dil = list(self.dilations or [1] * nd)
+        y = conv_nd(x.astype(cdt, copy=False), pk, self.group, strides, dil, geo)
+        if b is not None:
+            bias = self.bias if self.bias is not None else b.astype(cdt, copy=False)
+            if y.flags.c_contiguous:
+                y += bias.reshape((-1,) + (1,) * nd)
+            else:   # a cropped view (depthwise): the add makes the contiguous copy
+                y = y + bias.reshape((-1,) + (1,) * nd)
+        elif not y.flags.c_contiguous:
+            y = np.ascontiguousarray(y)
+        return y if y.dtype == dt else y.astype(dt)

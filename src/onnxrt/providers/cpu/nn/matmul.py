@@ -1,0 +1,131 @@
+"""Matrix products: Gemm, MatMul, Einsum, all through BLAS (np.matmul / einsum).
+
+float16 and bfloat16 multiply in float32 and cast back (BLAS has no half precision and
+numpy's float16 matmul is both slow and imprecise). Gemm transposes are views; alpha and
+beta scale only when they are not 1.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from onnxrt.providers.cpu import CPU
+from onnxrt.providers.cpu.nn import compute_dtype
+
+__all__ = []
+
+
+def _mm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    dt = a.dtype
+    cdt = compute_dtype(dt)
+    if cdt != dt:
+        return np.matmul(a.astype(cdt), b.astype(cdt)).astype(dt)
+    return np.matmul(a, b)
+
+
+@CPU.kernel("MatMul", since=1, needs_node=True)
+class MatMul:
+    """MatMul-1/9/13 (numpy semantics); a constant half-precision B is widened once."""
+
+    def __init__(self, node: Any) -> None:
+        self.b = None
+        b = node.constant_inputs.get(1)
+        if b is not None:
+            b = np.asarray(b)
+            if compute_dtype(b.dtype) != b.dtype:
+                self.b = b.astype(compute_dtype(b.dtype))
+
+    def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if a.ndim == 0 or b.ndim == 0:
+            raise ValueError("MatMul inputs must have at least one dimension")
+        if self.b is None:
+            return _mm(a, b)
+        dt = a.dtype
+        return np.matmul(a.astype(self.b.dtype), self.b).astype(dt)
+
+
+@CPU.kernel("Gemm", since=1, needs_node=True)
+class Gemm:
+    """Gemm-1..13: Y = alpha * A' @ B' + beta * C (legacy ``broadcast`` accepted)."""
+
+    def __init__(self, node: Any) -> None:
+        a = node.attrs
+        self.alpha = float(a.get("alpha", 1.0))
+        self.beta = float(a.get("beta", 1.0))
+        self.trans_a = bool(a.get("transA", 0))
+        self.trans_b = bool(a.get("transB", 0))
+        self.b_packed = None
+        b = node.constant_inputs.get(1)
+        if b is not None:
+            b = np.asarray(b)
+            cdt = compute_dtype(b.dtype)
+            b = b.T if self.trans_b else b
+            # a contiguous B in the compute dtype, ready for BLAS on every run
+            self.b_packed = np.ascontiguousarray(b.astype(cdt, copy=False))
+        self.c_scaled = None
+        c = node.constant_inputs.get(2)
+        if c is not None and self.beta != 1.0:
+            c = np.asarray(c)
+            self.c_scaled = (c.astype(compute_dtype(c.dtype)) * self.beta).astype(
+                compute_dtype(c.dtype), copy=False)
+
+    def __call__(self, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> np.ndarray:
+        dt = a.dtype
+        cdt = compute_dtype(dt)
+        if self.trans_a:
+            a = a.T
+        a = a.astype(cdt, copy=False)
+        if self.b_packed is not None:
+            bb = self.b_packed
+        else:
+            bb = (b.T if self.trans_b else b).astype(cdt, copy=False)
+        y = np.matmul(a, bb)
+        if self.alpha != 1.0:
+            if dt.kind in "iu":
+                y = (y * self.alpha).astype(cdt)
+            else:
+                y *= cdt.type(self.alpha)
+        if c is not None and self.beta != 0.0:
+            if self.c_scaled is not None:
+                cc = self.c_scaled
+            elif self.beta != 1.0:
+                cc = c.astype(cdt, copy=False) * cdt.type(self.beta) if dt.kind == "f" \
+                    else (c * self.beta).astype(cdt)
+            else:
+                cc = c.astype(cdt, copy=False)
+            if cc.shape == y.shape or np.broadcast_shapes(cc.shape, y.shape) == y.shape:
+                y += cc
+            else:
+                y = y + cc
+        return y if y.dtype == dt else y.astype(dt)
+
+
+@CPU.kernel("Einsum", since=12, needs_node=True)
+class Einsum:
+    """Einsum-12/28 through np.einsum with a contraction path planned per input shapes."""
+
+    def __init__(self, node: Any) -> None:
+        eq = node.attrs.get("equation", "")
+        if isinstance(eq, bytes):
+            eq = eq.decode()
+        self.equation = eq.replace(" ", "")
+        self._paths: dict[tuple[tuple[int, ...], ...], Any] = {}
+
+    def __call__(self, *xs: np.ndarray) -> np.ndarray:
+        dt = xs[0].dtype
+        cdt = compute_dtype(dt)
+        if cdt != dt:
+            xs = tuple(x.astype(cdt) for x in xs)
+        if len(xs) <= 1:
+            y = np.einsum(self.equation, *xs)
+        else:
+            key = tuple(x.shape for x in xs)
+            path = self._paths.get(key)
+            if path is None:
+                path = np.einsum_path(self.equation, *xs, optimize="greedy")[0]
+                self._paths[key] = path
+            y = np.einsum(self.equation, *xs, optimize=path)
+        y = np.asarray(y)
+        return y if y.dtype == dt else y.astype(dt)
