@@ -49,7 +49,7 @@ class InferenceSession:
 
             raise ModelLoadCanceled("session creation was cancelled through "
                                     "SessionOptions.set_load_cancellation_flag")
-        self._model, self._base_dir = load_model(path_or_bytes,
+        self._loaded, self._base_dir = load_model(path_or_bytes,
                                                  memory_files=self._sess_options._memory_files)
         t_loaded = time.perf_counter_ns()
         if self._sess_options.enable_profiling:
@@ -57,22 +57,30 @@ class InferenceSession:
             self._profiler.t0 = t_start
             self._profiler.session_event("model_loading_uri", t_start, t_loaded)
         self._disabled_optimizers = frozenset(disabled_optimizers or ())
-        self._optimize()
         self._build(providers, provider_options)
         if self._profiler is not None:
             self._profiler.session_event("session_initialization", t_loaded,
                                          time.perf_counter_ns())
 
     # -- building -------------------------------------------------------------------------
-    def _optimize(self) -> None:
-        """Graph passes by optimization level; the result is what partitioning sees."""
+    def _optimize(self, eps: list[Any]) -> tuple[Any, list[str]]:
+        """Graph passes by optimization level; the result is what partitioning sees.
+
+        Fusions produce com.microsoft ops that only the CPU provider has kernels for, so the
+        level is capped by what the session's other providers accept
+        (``max_graph_optimization_level``): fusing nodes they could have run would take
+        those nodes away from them.
+        """
         so = self._sess_options
-        self._model, self._passes_applied = optimize(
-            self._model, int(so.graph_optimization_level), self._disabled_optimizers)
+        level = int(so.graph_optimization_level)
+        for ep in eps:
+            level = min(level, int(getattr(ep, "max_graph_optimization_level", 99)))
+        model, applied = optimize(self._loaded, level, self._disabled_optimizers)
         if so.optimized_model_filepath:
             import onnx
 
-            onnx.save(self._model, so.optimized_model_filepath)
+            onnx.save(model, so.optimized_model_filepath)
+        return model, applied
 
     def _build(self, providers: Sequence[Any] | None,
                provider_options: Sequence[dict[str, Any]] | None) -> None:
@@ -86,7 +94,7 @@ class InferenceSession:
                                 default_providers() if use_defaults else ())
         cpu_requested = any(_entry_name(p) == "CPUExecutionProvider"
                             for p in (providers or []))
-        model = self._model
+        model, applied = self._optimize(eps)
         opsets = {imp.domain: imp.version for imp in model.opset_import}
         functions = {(f.domain, f.name): f for f in model.functions}
         part = partition_model(
@@ -99,6 +107,8 @@ class InferenceSession:
                           ir_version=model.ir_version)
         plan = planner.plan_graph(model.graph, is_main=True, path="main")
         # state swapped in only once everything succeeded: a failed rebuild keeps the old one
+        self._model = model
+        self._passes_applied = applied
         self._providers = eps
         self._partition = part
         self._planner = planner

@@ -164,3 +164,38 @@ def test_node_view_exposes_what_providers_need():
     assert tr.input_types == ["tensor(float)"] and tr.input_shapes == [["N", 3]]
     assert tr.output_shapes == [[3, "N"]]
     assert seen["relu"].since_version == 14
+
+
+def test_group_nodes_sees_paths_through_nodes_claimed_by_others():
+    """a = Exp(x) and c = Add(a, b) are both supported by the compiler, but b = Neg(a) runs on
+    a higher-priority provider: fusing {Exp, Add} would cycle through it."""
+    m = model([h.make_node("Exp", ["x"], ["a"], name="exp"),
+               h.make_node("Neg", ["a"], ["b"], name="neg"),
+               h.make_node("Add", ["a", "b"], ["y"], name="add")], [vi("x")], [vi("y")])
+    ep = Recorder()
+    s = ort.InferenceSession(m.SerializeToString(),
+                             providers=["TestPluginExecutionProvider", ep, CPU])
+    assert sorted([n.op_type for n in f.nodes] for f in ep.compiled) == [["Add"], ["Exp"]]
+    x = rand(2, 3)
+    np.testing.assert_allclose(s.run(None, {"x": x})[0], np.zeros_like(x))
+
+
+def test_group_nodes_respects_outer_reads_of_subgraphs():
+    """An If on the CPU whose branch reads the Relu output: Relu and the Add after the If must
+    not fuse across it."""
+    then_g = h.make_graph([h.make_node("Neg", ["a"], ["t"], name="then_neg")], "then", [],
+                          [vi("t")])
+    else_g = h.make_graph([h.make_node("Identity", ["a"], ["e"], name="else_id")], "else", [],
+                          [vi("e")])
+    m = model([h.make_node("Relu", ["x"], ["a"], name="relu"),
+               h.make_node("If", ["c"], ["b"], then_branch=then_g, else_branch=else_g,
+                           name="if"),
+               h.make_node("Add", ["a", "b"], ["y"], name="add")],
+              [h.make_tensor_value_info("c", T.BOOL, []), vi("x")], [vi("y")])
+    ep = Recorder()
+    s = ort.InferenceSession(m.SerializeToString(), providers=[ep, CPU])
+    assert sorted([n.op_type for n in f.nodes] for f in ep.compiled) == [["Add"], ["Relu"]]
+    x = rand(2, 3)
+    np.testing.assert_allclose(s.run(None, {"c": np.array(True), "x": x})[0], np.zeros_like(x))
+    np.testing.assert_allclose(s.run(None, {"c": np.array(False), "x": x})[0],
+                               2 * np.maximum(x, 0))

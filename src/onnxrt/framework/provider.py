@@ -34,6 +34,10 @@ class ExecutionProvider:
     options: ClassVar[dict[str, Any]] = {}
     # compile again for every new combination of input shapes (static-shape engines)
     compile_per_shape: ClassVar[bool] = False
+    # the highest graph optimization level whose output this provider can still claim:
+    # extended fusions emit com.microsoft ops (FusedConv, Attention...) that only the CPU
+    # provider runs, so a session with other providers stops at basic unless they opt in
+    max_graph_optimization_level: ClassVar[int] = 1
 
     def __init__(self, **options: Any) -> None:
         valid = {**COMMON_OPTIONS, **self.options}

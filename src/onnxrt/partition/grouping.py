@@ -21,17 +21,22 @@ def group_nodes(graph: GraphView, predicate: Callable[[NodeView], bool],
     the group's own nodes.
     """
     nodes = list(graph.nodes)
+    everything = list(getattr(graph, "all_nodes", nodes))  # paths may leave the offer
     ok = {n.id for n in nodes if _safe(predicate, n)}
-    order = {n.id: i for i, n in enumerate(nodes)}
+    order = {n.id: i for i, n in enumerate(everything)}
+    for n in nodes:
+        order.setdefault(n.id, len(order))
     by_id = {n.id: n for n in nodes}
     producer: dict[str, int] = {}
-    for n in nodes:
+    for n in everything:
         for o in n.outputs:
             if o:
                 producer[o] = n.id
-    preds: dict[int, set[int]] = {n.id: set() for n in nodes}
+    preds: dict[int, set[int]] = {n.id: set() for n in everything}
     for n in nodes:
-        for i in n.inputs:
+        preds.setdefault(n.id, set())
+    for n in everything:
+        for i in n.reads:  # subgraphs' outer reads are dependencies too
             if i in producer:
                 preds[n.id].add(producer[i])
     group_of: dict[int, int] = {}

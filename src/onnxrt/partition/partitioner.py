@@ -78,6 +78,7 @@ class Partition:
     groups: list[FusedGroup] = field(default_factory=list)
     declines: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
     host_preferred: set[int] = field(default_factory=set)
+    types: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def lookup(self, path: str, index: int) -> tuple[NodeView | None, Placement | None]:
         nid = self.index.get((path, index))
@@ -130,6 +131,7 @@ def partition_model(model: onnx.ModelProto, providers: Sequence[ExecutionProvide
     any_device = any(not ep.device.is_host for ep in providers)
     needs_types = any(ep.name != "CPUExecutionProvider" for ep in providers)
     types = _value_infos(model, needs_types)
+    part.types = types
     cpu = next((ep for ep in providers if ep.name == "CPUExecutionProvider"), None)
     next_id = [0]
 
@@ -291,7 +293,7 @@ def _creates_cycle(part: Partition, path: str, group: set[int]) -> bool:
                 producer[o] = n.id
     consumers: dict[int, list[int]] = {}
     for n in views:
-        for i in n.inputs:
+        for i in dict.fromkeys(n.reads):
             if i in producer:
                 consumers.setdefault(producer[i], []).append(n.id)
     # walk forward from the group's direct outside successors; reaching the group = cycle

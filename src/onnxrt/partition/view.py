@@ -11,7 +11,39 @@ import onnx
 from onnxrt.ir.attrs import attribute_value
 from onnxrt.ir.dtypes import type_string
 
-__all__ = ["NodeView", "GraphView", "ValueInfo"]
+__all__ = ["NodeView", "GraphView", "ValueInfo", "node_reads", "graph_free_names"]
+
+
+def graph_free_names(graph: onnx.GraphProto | Any, defined: Any = ()) -> list[str]:
+    """Names a graph (or a list of nodes) reads without defining them, in first-use order."""
+    if isinstance(graph, onnx.GraphProto):
+        nodes = graph.node
+        known = set(defined)
+        known.update(i.name for i in graph.input)
+        known.update(t.name for t in graph.initializer)
+        known.update(t.values.name for t in graph.sparse_initializer)
+    else:
+        nodes = graph
+        known = set(defined)
+    free: dict[str, None] = {}
+    for node in nodes:
+        for name in node_reads(node):
+            if name and name not in known:
+                free.setdefault(name, None)
+        known.update(o for o in node.output if o)
+    return list(free)
+
+
+def node_reads(node: onnx.NodeProto) -> list[str]:
+    """A node's inputs plus the outer values its subgraphs read."""
+    reads = list(node.input)
+    for a in node.attribute:
+        if a.type == onnx.AttributeProto.GRAPH:
+            reads.extend(graph_free_names(a.g))
+        elif a.type == onnx.AttributeProto.GRAPHS:
+            for g in a.graphs:
+                reads.extend(graph_free_names(g))
+    return reads
 
 
 @dataclass(frozen=True)
@@ -79,6 +111,11 @@ class NodeView:
         return [v.shape for v in self.output_info]
 
     @property
+    def reads(self) -> tuple[str, ...]:
+        """Every value the node reads: its inputs and what its subgraphs read from outside."""
+        return tuple(node_reads(self.proto))
+
+    @property
     def has_subgraphs(self) -> bool:
         return any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
                    for a in self.proto.attribute)
@@ -103,6 +140,7 @@ class GraphView:
         self.name = name
         self.nodes = list(nodes)
         self._all = all_nodes
+        self.all_nodes = list(all_nodes)  # claimed ones too: paths run through them
         self.inputs = list(graph_inputs)
         self.outputs = list(graph_outputs)
         self._initializers = initializers
@@ -116,7 +154,7 @@ class GraphView:
             for o in n.outputs:
                 if o:
                     self._producer[o] = n
-            for i in n.inputs:
+            for i in dict.fromkeys(n.reads):
                 if i:
                     self._consumers.setdefault(i, []).append(n)
 

@@ -24,6 +24,7 @@ from onnxrt.framework.device import CPU_DEVICE, Device
 from onnxrt.ir.attrs import attribute_value, sparse_to_dense, tensor_to_array
 from onnxrt.ir.schemas import function_body, get_schema, has_context_dependent_body, known_op
 from onnxrt.partition.partitioner import KernelAssigner, Partition, Placement, subgraph_path
+from onnxrt.partition.view import graph_free_names, node_reads
 from onnxrt.plan.plan import (MODE_CTX, MODE_MULTI, MODE_SINGLE, NONE_SLOT, SINK_SLOT,
                               GraphPlan, Step, SubgraphRunner)
 
@@ -33,36 +34,7 @@ FUNCTION_PROVIDER = "CPUExecutionProvider"  # runs function bodies' call steps
 HOST_PROVIDER = "CPUExecutionProvider"      # constant folding uses host kernels only
 
 
-def graph_free_names(graph: onnx.GraphProto | Iterable[onnx.NodeProto],
-                     defined: Iterable[str] = ()) -> list[str]:
-    """Names a graph (or a list of nodes) reads without defining them, in first-use order."""
-    if isinstance(graph, onnx.GraphProto):
-        nodes = graph.node
-        known = set(defined)
-        known.update(i.name for i in graph.input)
-        known.update(t.name for t in graph.initializer)
-        known.update(t.values.name for t in graph.sparse_initializer)
-    else:
-        nodes = graph
-        known = set(defined)
-    free: dict[str, None] = {}
-    for node in nodes:
-        for name in _node_reads(node):
-            if name and name not in known:
-                free.setdefault(name, None)
-        known.update(o for o in node.output if o)
-    return list(free)
-
-
-def _node_reads(node: onnx.NodeProto) -> list[str]:
-    reads = list(node.input)
-    for a in node.attribute:
-        if a.type == AttributeProto.GRAPH:
-            reads.extend(graph_free_names(a.g))
-        elif a.type == AttributeProto.GRAPHS:
-            for g in a.graphs:
-                reads.extend(graph_free_names(g))
-    return reads
+_node_reads = node_reads
 
 
 class _Unit:
@@ -314,6 +286,9 @@ class Planner:
             input_types.append(vi.type if vi.HasField("type") else None)
 
         types = _type_map(graph)
+        if self.partition is not None and path is not None:
+            # shape inference's types where the graph declares none (compiled groups need them)
+            types = {**self.partition.types.get(path, {}), **types}
         outer_names: list[str] = []
         outer_slots: list[int] = []
         steps: list[Step] = []

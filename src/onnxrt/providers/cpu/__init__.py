@@ -21,6 +21,7 @@ class CPUExecutionProvider(ExecutionProvider):
     name = "CPUExecutionProvider"
     kernels = CPU
     options = {}
+    max_graph_optimization_level = 99
 
 
 def _import_kernels() -> None:
