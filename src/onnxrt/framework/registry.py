@@ -21,6 +21,7 @@ ENTRY_POINT_GROUP = "onnxrt.execution_providers"
 # built-in providers: name -> "module:Class", imported only when asked for
 _BUILTIN: dict[str, str] = {
     "CPUExecutionProvider": "onnxrt.providers.cpu:CPUExecutionProvider",
+    "TensorrtExecutionProvider": "onnxrt.providers.tensorrt:TensorrtExecutionProvider",
 }
 
 # every provider name onnxruntime 1.31 knows, in its order
