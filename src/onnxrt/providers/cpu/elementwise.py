@@ -44,7 +44,9 @@ def legacy_broadcast(a: np.ndarray, b: np.ndarray, broadcast: int, axis: int | N
     if axis is None or b.ndim == 0 or b.size == 1:
         return b
     axis = axis + a.ndim if axis < 0 else axis
-    if axis + b.ndim > a.ndim or a.shape[axis:axis + b.ndim] != b.shape:
+    # B's dims match A's from ``axis`` on, a dim of 1 stretching (as onnxruntime allows)
+    span = a.shape[axis:axis + b.ndim]
+    if axis + b.ndim > a.ndim or any(d != e and d != 1 for d, e in zip(b.shape, span)):
         raise ValueError(f"cannot broadcast shape {b.shape} onto {a.shape} at axis {axis}")
     return b.reshape(b.shape + (1,) * (a.ndim - axis - b.ndim))
 
