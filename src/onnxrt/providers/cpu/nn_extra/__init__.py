@@ -1,0 +1,1 @@
+"""Geometry, detection, attention and image ops: Resize, GridSample, RoiAlign, NMS, Attention..."""
