@@ -92,9 +92,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
               f"{res['peak_rss_mb']:.0f} MB peak RSS of the process")
         if trace:
             print(f"profile: {trace}")
-            print("top ops by total time:")
+            print(f"top ops by total time (all {args.warmup + args.runs} profiled runs):")
             for row in res["top_ops"][:10]:
-                print(f"  {row['op']:<24} {row['provider']:<28} {row['total_ms']:9.2f} ms "
+                print(f"  {row['op']:<24} {row['provider']:<28} {row['per_run_ms']:9.2f} ms/run "
                       f"{row['share']:6.1%}  ({row['count']} calls)")
     if args.plot:
         plot(trace, args.plot)
@@ -118,15 +118,18 @@ def _node_events(trace: str) -> list[dict[str, Any]]:
 
 
 def top_ops(trace: str) -> list[dict[str, Any]]:
+    """Time per (op type, provider) over the profiled runs, and per run on average."""
     tot: collections.Counter[tuple[str, str]] = collections.Counter()
     cnt: collections.Counter[tuple[str, str]] = collections.Counter()
     for e in _node_events(trace):
         key = (e["args"]["op_name"], e["args"]["provider"])
         tot[key] += e["dur"]
         cnt[key] += 1
+    with open(trace) as f:
+        runs = max(1, sum(1 for e in json.load(f) if e.get("name") == "model_run"))
     total = sum(tot.values()) or 1
-    return [{"op": op, "provider": prov, "total_ms": us / 1e3, "share": us / total,
-             "count": cnt[(op, prov)]} for (op, prov), us in tot.most_common()]
+    return [{"op": op, "provider": prov, "total_ms": us / 1e3, "per_run_ms": us / 1e3 / runs,
+             "share": us / total, "count": cnt[(op, prov)]} for (op, prov), us in tot.most_common()]
 
 
 def plot(trace: str, out: str) -> None:
