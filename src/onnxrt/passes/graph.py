@@ -1,0 +1,342 @@
+"""A small editable view of a model's main graph for the passes.
+
+Nodes stay ``onnx.NodeProto``; constants are NumPy arrays keyed by value name (initializers
+that are not graph inputs, Constant nodes and values folded by a pass). Use-def maps are
+rebuilt lazily after each edit, so a pass edits freely and asks again.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Iterable
+
+import numpy as np
+import onnx
+from onnx import AttributeProto, helper, numpy_helper
+
+from onnxrt.ir.attrs import attribute_value, tensor_to_array
+
+__all__ = ["Graph", "MS_DOMAIN", "attr", "subgraph_reads"]
+
+MS_DOMAIN = "com.microsoft"
+
+
+def attr(node: onnx.NodeProto, name: str, default: Any = None) -> Any:
+    for a in node.attribute:
+        if a.name == name:
+            return attribute_value(a)
+    return default
+
+
+def subgraph_reads(node: onnx.NodeProto) -> set[str]:
+    """Outer-scope names a node's graph attributes read (they count as uses)."""
+    out: set[str] = set()
+    for a in node.attribute:
+        graphs = [a.g] if a.type == AttributeProto.GRAPH else (
+            list(a.graphs) if a.type == AttributeProto.GRAPHS else [])
+        for g in graphs:
+            known = {i.name for i in g.input} | {t.name for t in g.initializer}
+            for n in g.node:
+                out.update(x for x in n.input if x and x not in known)
+                out.update(x for x in subgraph_reads(n) if x not in known)
+                known.update(n.output)
+    return out
+
+
+class Graph:
+    """The main graph of a model, editable by passes."""
+
+    def __init__(self, model: onnx.ModelProto) -> None:
+        self.model = model
+        g = model.graph
+        self.opsets = {("" if d.domain == "ai.onnx" else d.domain): d.version
+                       for d in model.opset_import}
+        self.opset = self.opsets.get("", 1)
+        self.input_names = {i.name for i in g.input}
+        self.output_names = [o.name for o in g.output]
+        # copies: passes edit nodes in place, and the caller's model must stay as it was
+        self.nodes: list[onnx.NodeProto] = [_copy(n) for n in g.node]
+        self._init_protos = {t.name: t for t in g.initializer}
+        # initializers that are also graph inputs may be overridden (IR >= 4): never
+        # constants; before IR 4 every initializer had to be listed as an input
+        self.overridable = (set(self._init_protos) & self.input_names
+                            if model.ir_version >= 4 else set())
+        self.consts: dict[str, np.ndarray] = {}
+        self._lazy: dict[str, onnx.TensorProto] = {
+            n: t for n, t in self._init_protos.items() if n not in self.overridable}
+        self.deferred: set[str] = set()   # constant, folded by the planner (large values)
+        self.types: dict[str, onnx.TypeProto] = {}
+        for vi in itertools.chain(g.input, g.output, g.value_info):
+            if vi.HasField("type"):
+                self.types[vi.name] = vi.type
+        self.has_subgraphs = False
+        self._names = itertools.count()
+        self._dirty = True
+        self.changed = False
+
+    # -- constants ------------------------------------------------------------------------
+    def is_const(self, name: str) -> bool:
+        return (name in self.consts or name in self._lazy or name in self.deferred
+                or self._const_node(name) is not None)
+
+    def const(self, name: str) -> np.ndarray | None:
+        v = self.consts.get(name)
+        if v is not None:
+            return v
+        t = self._lazy.get(name)
+        if t is not None:
+            if t.data_location == onnx.TensorProto.EXTERNAL:
+                return None
+            v = tensor_to_array(t)
+            self.consts[name] = v
+            return v
+        node = self._const_node(name)
+        if node is not None and len(node.attribute) == 1:
+            a = node.attribute[0]
+            v = attribute_value(a)
+            if a.name == "value" and isinstance(v, np.ndarray):
+                return v
+            if a.name in ("value_float", "value_floats"):
+                return np.array(v, dtype=np.float32)
+            if a.name in ("value_int", "value_ints"):
+                return np.array(v, dtype=np.int64)
+        return None
+
+    def scalar(self, name: str) -> float | None:
+        """A constant holding exactly one number, as a Python float."""
+        v = self.const(name) if name else None
+        if v is None or v.size != 1 or v.dtype.kind not in "fiu":
+            return None
+        return float(v.reshape(-1)[0])
+
+    def _const_node(self, name: str) -> onnx.NodeProto | None:
+        p = self.producer(name)
+        if p is not None and p.op_type == "Constant" and p.domain in ("", "ai.onnx"):
+            return p
+        return None
+
+    def add_const(self, array: np.ndarray, hint: str = "const") -> str:
+        name = self.fresh(hint)
+        self.consts[name] = np.asarray(array)
+        self.types[name] = helper.make_tensor_type_proto(
+            helper.np_dtype_to_tensor_dtype(np.asarray(array).dtype), array.shape) \
+            if np.asarray(array).dtype != object else self.types.get(name, onnx.TypeProto())
+        return name
+
+    def fresh(self, hint: str) -> str:
+        names = self._all_names()
+        while True:
+            name = f"{hint}__opt{next(self._names)}"
+            if name not in names and name not in self.consts:
+                names.add(name)
+                return name
+
+    def _all_names(self) -> set[str]:
+        self._index()
+        return self._names_cache
+
+    # -- structure ------------------------------------------------------------------------
+    def touch(self) -> None:
+        self._dirty = True
+        self.changed = True
+
+    def _index(self) -> None:
+        if not self._dirty:
+            return
+        prod: dict[str, onnx.NodeProto] = {}
+        cons: dict[str, list[onnx.NodeProto]] = {}
+        names = set(self.input_names) | set(self._init_protos) | set(self.consts)
+        self.has_subgraphs = False
+        for n in self.nodes:
+            for o in n.output:
+                if o:
+                    prod[o] = n
+                    names.add(o)
+            reads = [x for x in n.input if x]
+            if any(a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS)
+                   for a in n.attribute):
+                self.has_subgraphs = True
+                reads += sorted(subgraph_reads(n))
+            for x in dict.fromkeys(reads):
+                cons.setdefault(x, []).append(n)
+        self._prod, self._cons, self._names_cache = prod, cons, names
+        self._dirty = False
+
+    def producer(self, name: str) -> onnx.NodeProto | None:
+        self._index()
+        return self._prod.get(name)
+
+    def consumers(self, name: str) -> list[onnx.NodeProto]:
+        self._index()
+        return self._cons.get(name, [])
+
+    def is_output(self, name: str) -> bool:
+        return name in self.output_names
+
+    def only_use(self, name: str, node: onnx.NodeProto | None = None) -> bool:
+        """``name`` is read by exactly one node (``node`` if given) and is no graph output."""
+        c = self.consumers(name)
+        return (len(c) == 1 and (node is None or c[0] is node)
+                and not self.is_output(name))
+
+    def replace_uses(self, old: str, new: str) -> None:
+        """Every reader of ``old`` reads ``new`` instead (not graph outputs; not subgraphs)."""
+        readers = list(self.consumers(old))
+        for n in readers:
+            for i, x in enumerate(n.input):
+                if x == old:
+                    n.input[i] = new
+        self.changed = True
+        if not self._dirty:   # keep the index current: passes ask again right away
+            self._cons.pop(old, None)
+            lst = self._cons.setdefault(new, [])
+            lst.extend(n for n in readers if all(m is not n for m in lst))
+
+    def can_bypass(self, old: str) -> bool:
+        """Readers of ``old`` can be rewired: no graph output and no subgraph reads it."""
+        if self.is_output(old):
+            return False
+        return all(old in n.input for n in self.consumers(old)) and not any(
+            old in subgraph_reads(n) for n in self.consumers(old)
+            if any(a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS)
+                   for a in n.attribute))
+
+    def remove(self, dead: Iterable[onnx.NodeProto]) -> None:
+        dead = list(dead)
+        ids = {id(n) for n in dead}
+        self.nodes = [n for n in self.nodes if id(n) not in ids]
+        self.changed = True
+        if self._dirty:
+            return
+        for n in dead:   # keep the index current (cheap: only the removed nodes' names)
+            for o in n.output:
+                if self._prod.get(o) is n:
+                    del self._prod[o]
+            for x in set(n.input) | (subgraph_reads(n) if self.has_subgraphs else set()):
+                lst = self._cons.get(x)
+                if lst:
+                    lst[:] = [m for m in lst if m is not n]
+                    if not lst:
+                        del self._cons[x]
+
+    def replace(self, dead: Iterable[onnx.NodeProto],
+                new: onnx.NodeProto | list[onnx.NodeProto], at: onnx.NodeProto) -> None:
+        """Remove ``dead`` and put ``new`` (one node or a list in order) where ``at`` was (the
+        last node of the pattern, so every input of ``new`` is already produced there)."""
+        ids = {id(n) for n in dead}
+        new = new if isinstance(new, list) else [new]
+        dead = [n for n in self.nodes if id(n) in ids]
+        out = []
+        for n in self.nodes:
+            if n is at:
+                out.extend(new)
+            out.append(n)
+        self.nodes = out
+        self.remove(dead)
+        if self._dirty:
+            return
+        for n in new:   # index the new nodes (outer-scope reads of subgraphs: rebuild)
+            if any(a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS)
+                   for a in n.attribute):
+                self.touch()
+                return
+            for o in n.output:
+                if o:
+                    self._prod[o] = n
+                    self._names_cache.add(o)
+            for x in dict.fromkeys(x for x in n.input if x):
+                self._cons.setdefault(x, []).append(n)
+
+    # -- types ----------------------------------------------------------------------------
+    def elem_type(self, name: str) -> int:
+        if name in self.consts or name in self._lazy:
+            v = self.const(name)
+            if v is not None and v.dtype != object:
+                return helper.np_dtype_to_tensor_dtype(v.dtype)
+        t = self.types.get(name)
+        if t is not None and t.HasField("tensor_type"):
+            return t.tensor_type.elem_type
+        return 0
+
+    def shape(self, name: str) -> tuple[Any, ...] | None:
+        """Dims (int, or str/None where symbolic), or None when the rank is unknown."""
+        v = self.consts.get(name)
+        if v is not None:
+            return v.shape
+        if name in self._lazy:
+            return tuple(self._lazy[name].dims)
+        t = self.types.get(name)
+        if t is None or not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
+            return None
+        return tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                     for d in t.tensor_type.shape.dim)
+
+    def rank(self, name: str) -> int | None:
+        s = self.shape(name)
+        return None if s is None else len(s)
+
+    def uses_domain(self, domain: str, version: int = 1) -> None:
+        if domain not in self.opsets:
+            self.opsets[domain] = version
+
+    # -- output ---------------------------------------------------------------------------
+    def to_model(self) -> onnx.ModelProto:
+        """A new ModelProto: the edited nodes, initializers still read, value infos kept for
+        surviving values, opset imports for domains the fusions introduced."""
+        self._index()
+        m = onnx.ModelProto()
+        g0 = self.model.graph
+        used = set(self._cons) | set(self.output_names)
+        g = onnx.GraphProto()
+        g.name = g0.name
+        g.doc_string = g0.doc_string
+        g.node.extend(self.nodes)
+        legacy = self.model.ir_version < 4   # initializers must be listed as inputs
+        dropped = set()
+        for name, t in self._init_protos.items():   # originals: kept as they were
+            if name in self.overridable or (name in used and name not in self._prod):
+                g.initializer.append(t)
+            else:
+                dropped.add(name)
+        g.input.extend(i for i in g0.input if i.name not in dropped)
+        g.output.extend(g0.output)
+        for name, v in self.consts.items():         # new values (fresh names)
+            if (name in used and name not in self._prod and name not in self._init_protos
+                    and name not in self.input_names):
+                t = _to_tensor(v, name)
+                g.initializer.append(t)
+                if legacy:
+                    g.input.append(helper.make_tensor_value_info(name, t.data_type, t.dims))
+        g.sparse_initializer.extend(g0.sparse_initializer)
+        alive = set(self._prod) | self.input_names
+        for vi in g0.value_info:
+            if vi.name in alive and vi.name not in self.consts:
+                g.value_info.append(vi)
+        g.quantization_annotation.extend(g0.quantization_annotation)
+        g.metadata_props.extend(g0.metadata_props)
+        for f in ("ir_version", "producer_name", "producer_version", "domain",
+                  "model_version", "doc_string"):
+            setattr(m, f, getattr(self.model, f))
+        m.metadata_props.extend(self.model.metadata_props)
+        m.functions.extend(self.model.functions)
+        m.training_info.extend(self.model.training_info)
+        for d, v in self.opsets.items():
+            m.opset_import.append(helper.make_opsetid(d, v))
+        m.graph.CopyFrom(g)
+        return m
+
+
+def _copy(n: onnx.NodeProto) -> onnx.NodeProto:
+    c = onnx.NodeProto()
+    c.CopyFrom(n)
+    return c
+
+
+def _to_tensor(v: np.ndarray, name: str) -> onnx.TensorProto:
+    v = np.asarray(v)
+    if v.dtype == object:
+        t = numpy_helper.from_array(np.array([s.encode() if isinstance(s, str) else s
+                                              for s in v.reshape(-1)], dtype=object)
+                                    .reshape(v.shape), name)
+        return t
+    return numpy_helper.from_array(v, name)

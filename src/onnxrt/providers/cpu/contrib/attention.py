@@ -1,0 +1,166 @@
+"""MultiHeadAttention and Attention (com.microsoft): batched matmuls over all heads at once
+and one in-place softmax, in float32 (float16 inputs widen)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from onnxrt.providers.cpu import CPU
+
+MS = "com.microsoft"
+
+
+def _softmax_(s: np.ndarray) -> np.ndarray:
+    """Softmax over the last axis, in place on ``s`` (owned by the caller)."""
+    s -= s.max(axis=-1, keepdims=True)
+    np.exp(s, out=s)
+    s /= s.sum(axis=-1, keepdims=True)
+    return s
+
+
+def _f32(x: np.ndarray | None) -> np.ndarray | None:
+    if x is None:
+        return None
+    return x if x.dtype in (np.float32, np.float64) else x.astype(np.float32)
+
+
+def attend(qh: np.ndarray, kt: np.ndarray, vh: np.ndarray, scale: float,
+           bias: np.ndarray | None, pad: np.ndarray | None, causal: bool,
+           mask_value: float) -> np.ndarray:
+    """softmax(scale * Q K^T + bias) V over heads: qh (B,N,S,H), kt (B,N,H,L), vh (B,N,L,Hv)
+    -> (B,N,S,Hv). ``pad``: additive (B,1,1,L) mask; ``causal``: query i sees keys <= i
+    (aligned to the end, as with a past)."""
+    # NumPy's stacked matmul uses BLAS only on contiguous operands: the head-split views
+    # are copied once (10x faster than the strided fallback loop)
+    qh, kt, vh = (np.ascontiguousarray(a) for a in (qh, kt, vh))
+    s = np.matmul(qh, kt)
+    s *= s.dtype.type(scale)
+    if bias is not None:
+        s += bias
+    if pad is not None:
+        s += pad
+    if causal:
+        sq, lk = s.shape[-2], s.shape[-1]
+        future = np.triu(np.ones((sq, lk), bool), k=lk - sq + 1)
+        s[..., future] = mask_value
+    return np.matmul(_softmax_(s), vh)
+
+
+@CPU.kernel("MultiHeadAttention", since=1, domain=MS, needs_node=True)
+def multi_head_attention(query, key=None, value=None, bias=None, key_padding_mask=None,
+                         attention_bias=None, past_key=None, past_value=None, *rest,
+                         num_heads, scale=0.0, mask_filter_value=-10000.0, unidirectional=0,
+                         node: Any = None, **_):
+    """Unpacked query (B,S,D), key (B,L,D), value (B,L,Dv) or key/value already split into
+    heads (B,N,L,H); optional bias (D+D+Dv,), key_padding_mask (B,L) or (B,) lengths,
+    attention_bias (B|1,N|1,S,L), past_key/past_value (B,N,P,H). Outputs: output
+    (B,S,N*Hv) and, when asked, present_key/present_value (B,N,P+L,H)."""
+    dt = query.dtype
+    n = int(num_heads)
+    q = _f32(query)
+    if q.ndim != 3:
+        raise ValueError(f"MultiHeadAttention: packed query of rank {q.ndim} is not supported")
+    b, sq, d = q.shape
+    if key is None or value is None:
+        raise ValueError("MultiHeadAttention: packed QKV (key and value absent) is not "
+                         "supported")
+    k, v = _f32(key), _f32(value)
+    hd = d // n
+    if bias is not None:
+        bb = _f32(bias)
+        q = q + bb[:d]
+        if k.ndim == 3:
+            k = k + bb[d:2 * d]
+            v = v + bb[2 * d:]
+    qh = q.reshape(b, sq, n, hd).transpose(0, 2, 1, 3)
+    if k.ndim == 3:
+        kh = k.reshape(b, k.shape[1], n, -1).transpose(0, 2, 1, 3)
+        vh = v.reshape(b, v.shape[1], n, -1).transpose(0, 2, 1, 3)
+    else:
+        kh, vh = k, v
+    if past_key is not None and past_value is not None:
+        kh = np.concatenate([_f32(past_key), kh], axis=2)
+        vh = np.concatenate([_f32(past_value), vh], axis=2)
+    lk = kh.shape[2]
+    pad = None
+    if key_padding_mask is not None:
+        m = np.asarray(key_padding_mask)
+        if m.ndim == 1:   # valid lengths per batch
+            keep = np.arange(lk)[None, :] < m.astype(np.int64)[:, None]
+        else:
+            keep = m.reshape(m.shape[0], -1)[:, -lk:] != 0
+        pad = np.where(keep, np.float32(0), np.float32(mask_filter_value)).astype(
+            qh.dtype)[:, None, None, :]
+    ab = _f32(attention_bias)
+    sc = float(scale) if scale else 1.0 / np.sqrt(hd)
+    ctx = attend(qh, kh.transpose(0, 1, 3, 2), vh, sc, ab, pad, bool(unidirectional),
+                 float(mask_filter_value))
+    out = ctx.transpose(0, 2, 1, 3).reshape(b, sq, -1).astype(dt, copy=False)
+    if node is None or node.num_outputs <= 1:
+        return out
+    return out, kh.astype(dt, copy=False), vh.astype(dt, copy=False)
+
+
+@CPU.kernel("Attention", since=1, domain=MS, needs_node=True)
+class Attention:
+    """Packed-weight self-attention: input (B,S,H) @ weights (H, D+D+Dv) + bias, then
+    attention over ``num_heads``; mask_index as (B,) lengths, (B,L) 0/1, or (B,S,L) 0/1;
+    attention_bias (B|1,N|1,S,L); past (2,B,N,P,H) and ``unidirectional`` for decoders."""
+
+    def __init__(self, node: Any) -> None:
+        a = node.attrs
+        self.n = int(a["num_heads"])
+        self.scale = float(a.get("scale", 0.0) or 0.0)
+        self.causal = bool(a.get("unidirectional", 0))
+        self.mask_value = float(a.get("mask_filter_value", -10000.0))
+        sizes = a.get("qkv_hidden_sizes")
+        self.sizes = list(sizes) if sizes else None
+        self.num_outputs = node.num_outputs
+        w = node.constant_inputs.get(1)
+        self.w = None if w is None else np.ascontiguousarray(_f32(np.asarray(w)))
+
+    def __call__(self, x, weights, bias=None, mask_index=None, past=None,
+                 attention_bias=None, past_sequence_length=None, *rest):
+        dt = x.dtype
+        xf = _f32(x)
+        b, s, _ = xf.shape
+        w = self.w if self.w is not None else _f32(weights)
+        qkv = np.matmul(xf, w)
+        if bias is not None:
+            qkv += _f32(bias)
+        if self.sizes:
+            dq, dk, dv = self.sizes
+        else:
+            dq = dk = dv = qkv.shape[-1] // 3
+        n = self.n
+        q, k, v = qkv[..., :dq], qkv[..., dq:dq + dk], qkv[..., dq + dk:]
+        qh = q.reshape(b, s, n, -1).transpose(0, 2, 1, 3)
+        kh = k.reshape(b, s, n, -1).transpose(0, 2, 1, 3)
+        vh = v.reshape(b, s, n, -1).transpose(0, 2, 1, 3)
+        if past is not None and past.size:
+            pf = _f32(past)
+            kh = np.concatenate([pf[0], kh], axis=2)
+            vh = np.concatenate([pf[1], vh], axis=2)
+        lk = kh.shape[2]
+        pad = None
+        if mask_index is not None:
+            m = np.asarray(mask_index)
+            if m.ndim == 1 and m.shape[0] == b:
+                keep = np.arange(lk)[None, :] < m.astype(np.int64)[:, None]
+                pad = np.where(keep, 0, self.mask_value).astype(qh.dtype)[:, None, None, :]
+            elif m.ndim == 2:
+                pad = np.where(m != 0, 0, self.mask_value).astype(qh.dtype)[:, None, None, :]
+            elif m.ndim == 3:
+                pad = np.where(m != 0, 0, self.mask_value).astype(qh.dtype)[:, None, :, :]
+            else:
+                raise ValueError(f"Attention: mask_index of shape {m.shape} is not supported")
+        sc = self.scale or 1.0 / np.sqrt(qh.shape[-1])
+        ctx = attend(qh, kh.transpose(0, 1, 3, 2), vh, sc, _f32(attention_bias), pad,
+                     self.causal, self.mask_value)
+        out = ctx.transpose(0, 2, 1, 3).reshape(b, s, -1).astype(dt, copy=False)
+        if self.num_outputs <= 1:
+            return out
+        present = np.stack([kh, vh]).astype(dt, copy=False)
+        return out, present

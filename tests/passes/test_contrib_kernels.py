@@ -1,0 +1,122 @@
+"""The com.microsoft kernels the fusions produce, node by node against onnxruntime."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime
+import pytest
+from onnx import TensorProto as TP
+from onnx import helper
+
+import onnxrt as ort
+
+RNG = np.random.default_rng(7)
+
+
+def _run_both(op, inputs: dict, n_out: int = 1, opset: int = 17, domain="com.microsoft",
+              **attrs):
+    names = list(inputs)
+    node = helper.make_node(op, [n if inputs[n] is not None else "" for n in names],
+                            [f"y{i}" for i in range(n_out)], domain=domain, **attrs)
+    g = helper.make_graph([node], "g",
+                          [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(
+                              v.dtype), v.shape) for n, v in inputs.items() if v is not None],
+                          [helper.make_tensor_value_info(f"y{i}", TP.FLOAT, None)
+                           for i in range(n_out)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset),
+                                            helper.make_opsetid("com.microsoft", 1)])
+    m.ir_version = 8
+    feeds = {n: v for n, v in inputs.items() if v is not None}
+    ours = ort.InferenceSession(m.SerializeToString()).run(None, feeds)
+    so = onnxruntime.SessionOptions()
+    so.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
+    ref = onnxruntime.InferenceSession(m.SerializeToString(), so,
+                                       providers=["CPUExecutionProvider"]).run(None, feeds)
+    return ours, ref
+
+
+def _close(ours, ref, rtol=1e-5, atol=1e-5):
+    for o, r in zip(ours, ref):
+        assert o.shape == r.shape and o.dtype == r.dtype
+        np.testing.assert_allclose(o, r, rtol=rtol, atol=atol)
+
+
+def f32(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("act,params", [("Relu", None), ("Sigmoid", None), ("Tanh", None),
+                                        ("LeakyRelu", [0.1]), ("Clip", [-0.5, 0.7]),
+                                        ("HardSigmoid", [0.3, 0.4]), (None, None)])
+def test_fused_conv(act, params):
+    x, w, b = f32(2, 4, 7, 7), f32(6, 2, 3, 3), f32(6)
+    z = f32(2, 6, 4, 4)
+    kw = {"activation_params": params} if params else {}
+    if act:
+        kw["activation"] = act
+    ours, ref = _run_both("FusedConv", {"x": x, "w": w, "b": b, "z": z},
+                          group=2, strides=[2, 2], pads=[1, 1, 1, 1], **kw)
+    _close(ours, ref, 1e-4, 1e-4)
+
+
+@pytest.mark.parametrize("act", ["Relu", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid",
+                                 "Elu"])
+def test_fused_gemm(act):
+    kw = {}
+    if act in ("LeakyRelu", "Elu", "HardSigmoid"):
+        kw["activation_alpha"] = 0.3
+    if act == "HardSigmoid":
+        kw["activation_beta"] = 0.6
+    ours, ref = _run_both("FusedGemm", {"a": f32(5, 3), "b": f32(4, 3), "c": f32(4)},
+                          activation=act, transB=1, alpha=0.7, beta=1.3, **kw)
+    _close(ours, ref, 1e-5, 1e-5)
+
+
+def test_gelus():
+    x, bias = f32(3, 5, 8) * 3, f32(8)
+    for op, ins in (("Gelu", {"x": x}), ("FastGelu", {"x": x}), ("FastGelu", {"x": x, "b": bias}),
+                    ("BiasGelu", {"x": x, "b": bias}), ("QuickGelu", {"x": x})):
+        ours, ref = _run_both(op, ins)
+        _close(ours, ref, 1e-4, 1e-5)
+
+
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_skip_layer_norm(with_bias):
+    x, skip, g, b = f32(2, 5, 16), f32(2, 5, 16), f32(16), f32(16)
+    ins = {"x": x, "skip": skip, "gamma": g, "beta": b}
+    if with_bias:
+        ins["bias"] = f32(16)
+    ours, ref = _run_both("SkipLayerNormalization", ins, n_out=4, epsilon=1e-6)
+    _close([ours[0], ours[3]], [ref[0], ref[3]], 1e-4, 1e-5)
+    ours, ref = _run_both("SkipSimplifiedLayerNormalization",
+                          {"x": x, "skip": skip, "gamma": g}, epsilon=1e-6)
+    _close(ours, ref, 1e-4, 1e-5)
+
+
+def test_layer_norm_before_opset_17():
+    x, g, b = f32(2, 5, 16), f32(16), f32(16)
+    ours, ref = _run_both("LayerNormalization", {"x": x, "g": g, "b": b}, opset=14, domain="",
+                          axis=-1, epsilon=1e-5)
+    _close(ours, ref, 1e-4, 1e-5)
+    ours, ref = _run_both("SimplifiedLayerNormalization", {"x": x, "g": g}, opset=14,
+                          domain="", axis=-1, epsilon=1e-5)
+    _close(ours, ref, 1e-4, 1e-5)
+
+
+@pytest.mark.parametrize("unidirectional", [0, 1])
+def test_attention_packed(unidirectional):
+    b, s, h, n = 2, 6, 16, 4
+    mask = np.ones((b, s), np.int32)
+    mask[1, 4:] = 0
+    ins = {"x": f32(b, s, h), "w": f32(h, 3 * h) * 0.3, "bias": f32(3 * h), "mask": mask}
+    ours, ref = _run_both("Attention", ins, num_heads=n, unidirectional=unidirectional)
+    _close(ours, ref, 1e-4, 1e-5)
+
+
+def test_multi_head_attention_bias_and_padding():
+    b, s, l, d, n = 2, 4, 6, 8, 2
+    lengths = np.array([6, 3], np.int32)
+    ins = {"q": f32(b, s, d), "k": f32(b, l, d), "v": f32(b, l, d), "bias": f32(3 * d),
+           "kpm": lengths, "ab": f32(1, n, s, l)}
+    ours, ref = _run_both("MultiHeadAttention", ins, num_heads=n)
+    _close(ours, ref, 1e-4, 1e-5)
