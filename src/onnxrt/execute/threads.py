@@ -3,6 +3,8 @@
 The BLAS thread pool is process-wide: the limit applies while this session runs and is
 restored after, so other sessions keep their own setting (two sessions running at the same
 moment with different limits share the pool, the later limit winning while both run).
+The same limit bounds the compiled (numba) kernels' threads: ``jit_threads`` is read by
+providers/cpu/nn/jit.py at each parallel call (numba's own setting is per thread).
 """
 
 from __future__ import annotations
@@ -12,14 +14,20 @@ import os
 import threading
 from typing import Any, Iterator
 
-__all__ = ["limit_threads", "default_threads"]
+__all__ = ["limit_threads", "default_threads", "jit_threads"]
 
 _CONTROLLER: list[Any] = []
 _LOCK = threading.Lock()
+_JIT_LIMIT = [0]        # 0: no session limit in force (use every core)
 
 
 def default_threads() -> int:
     return os.cpu_count() or 1
+
+
+def jit_threads() -> int:
+    """The thread limit of the session now running (0 when none is set)."""
+    return _JIT_LIMIT[0]
 
 
 def _controller() -> Any:
@@ -37,5 +45,10 @@ def limit_threads(n: int) -> Iterator[None]:
     if n <= 0:
         yield
         return
-    with _controller().limit(limits=n):
-        yield
+    prev = _JIT_LIMIT[0]
+    _JIT_LIMIT[0] = n
+    try:
+        with _controller().limit(limits=n):
+            yield
+    finally:
+        _JIT_LIMIT[0] = prev

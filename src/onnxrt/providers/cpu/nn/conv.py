@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from onnxrt.providers.cpu import CPU
-from onnxrt.providers.cpu.nn import compute_dtype, pad_spatial, resolve_pads
+from onnxrt.providers.cpu.nn import compute_dtype, jit, pad_spatial, resolve_pads
 
 __all__ = ["Conv", "conv_nd"]
 
@@ -268,6 +268,9 @@ class Conv:
         if w is not None:
             w = np.asarray(w)
             self.packed = _Packed(w, self.group, compute_dtype(w.dtype))
+        # [jit hook] compiled grouped/depthwise conv (nn/jit.py), chosen once per session
+        self._jit = None if w is None else jit.conv_kernel(
+            w.astype(compute_dtype(w.dtype), copy=False), self.group)
         b = node.constant_inputs.get(2)
         if b is not None:
             b = np.asarray(b)
@@ -295,6 +298,11 @@ class Conv:
         geo = self._geometry(tuple(x.shape[2:]), pk.kernel)
         strides = list(self.strides or [1] * nd)
         dil = list(self.dilations or [1] * nd)
+        if self._jit is not None and pk is self.packed:   # [jit hook]: bias added inside
+            bias = None if b is None else (self.bias if self.bias is not None else b)
+            y = self._jit(x.astype(cdt, copy=False), bias, strides, dil, geo.begin, geo.out)
+            if y is not None:    # None: a shape the NumPy path does faster
+                return y if y.dtype == dt else y.astype(dt)
         y = conv_nd(x.astype(cdt, copy=False), pk, self.group, strides, dil, geo)
         if b is not None:
             bias = self.bias if self.bias is not None else b.astype(cdt, copy=False)

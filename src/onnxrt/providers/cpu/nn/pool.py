@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from onnxrt.providers.cpu import CPU
-from onnxrt.providers.cpu.nn import compute_dtype, resolve_pads, row_mean
+from onnxrt.providers.cpu.nn import compute_dtype, jit, resolve_pads, row_mean
 
 __all__ = []
 
@@ -177,7 +177,6 @@ def _maxpool_indices(xp: np.ndarray, x_shape: tuple[int, ...], geo: _PoolGeo,
     return best, flat
 
 
-@CPU.kernel("MaxPool", since=1, needs_node=True)
 def max_pool(x, *, kernel_shape=None, strides=None, pads=None, auto_pad="NOTSET",
              ceil_mode=0, dilations=None, storage_order=0, node=None):
     geo = _pool_args(x, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
@@ -188,7 +187,6 @@ def max_pool(x, *, kernel_shape=None, strides=None, pads=None, auto_pad="NOTSET"
     return y if node is None or node.since_version < 8 else (y,)
 
 
-@CPU.kernel("AveragePool", since=1)
 def average_pool(x, *, kernel_shape=None, strides=None, pads=None, auto_pad="NOTSET",
                  ceil_mode=0, count_include_pad=0, dilations=None):
     geo = _pool_args(x, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
@@ -196,6 +194,64 @@ def average_pool(x, *, kernel_shape=None, strides=None, pads=None, auto_pad="NOT
     s = _separable(x.astype(cdt, copy=False), geo, np.add, 0)
     s /= _counts(x.shape[2:], geo, bool(count_include_pad), cdt)
     return s.astype(x.dtype, copy=False)
+
+
+# -- [jit hook] MaxPool/AveragePool as class kernels: the compiled 2-D/1-D loops of nn/jit.py
+# are prepared at session creation; max_pool/average_pool above stay the NumPy path
+
+class _JitPool:
+    _POOL_ATTRS = ("kernel_shape", "strides", "pads", "auto_pad", "ceil_mode", "dilations")
+
+    def __init__(self, node: Any, is_max: bool, impl: Any) -> None:
+        self.node = node
+        self.impl = impl
+        self.kw = dict(node.attrs)
+        if is_max:
+            self.kw["node"] = node
+        self.geo_kw = {k: self.kw.get(k) for k in self._POOL_ATTRS}
+        self.include_pad = bool(self.kw.get("count_include_pad", 0))
+        self.jit = None
+        if not (is_max and node.output_present(1)):
+            self.jit = jit.pool_kernel(is_max, jit.input_dtype(node), self.kw.get("kernel_shape"),
+                                       self.kw.get("strides"))
+        self._geo: dict[tuple[int, ...], tuple[_PoolGeo, np.ndarray | None]] = {}
+
+    def _run_jit(self, x: np.ndarray) -> np.ndarray | None:
+        j = self.jit
+        if j is None or x.dtype != j.dtype or x.ndim not in (3, 4):
+            return None
+        hit = self._geo.get(x.shape[2:])
+        if hit is None:     # a benign race: every thread computes the same value
+            kw = self.geo_kw
+            geo = _pool_args(x, kw["kernel_shape"], kw["strides"], kw["dilations"], kw["pads"],
+                             kw["auto_pad"], kw["ceil_mode"] or 0)
+            div = None if j.is_max else _counts(x.shape[2:], geo, self.include_pad, x.dtype)
+            hit = self._geo[x.shape[2:]] = (geo, div)
+        geo, div = hit
+        return j(x, geo, div)
+
+
+@CPU.kernel("MaxPool", since=1, needs_node=True)
+class MaxPool(_JitPool):
+    def __init__(self, node: Any) -> None:
+        super().__init__(node, True, max_pool)
+
+    def __call__(self, x: np.ndarray) -> Any:
+        y = self._run_jit(x)
+        if y is None:
+            return self.impl(x, **self.kw)
+        # MaxPool-1 has one output; later versions declare the optional Indices
+        return y if self.node.since_version < 8 else (y,)
+
+
+@CPU.kernel("AveragePool", since=1, needs_node=True)
+class AveragePool(_JitPool):
+    def __init__(self, node: Any) -> None:
+        super().__init__(node, False, average_pool)
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        y = self._run_jit(x)
+        return self.impl(x, **self.kw) if y is None else y
 
 
 def _lp(x: np.ndarray, p: float) -> np.ndarray:

@@ -1,0 +1,477 @@
+"""Compiled (numba) loop nests for the kernels NumPy cannot make fast: depthwise Conv and
+MaxPool/AveragePool over 1-D and 2-D images.
+
+numba is optional: nothing here imports it until a session asks for a compiled kernel
+(importing numba costs 0.3-0.6 s, as much as importing onnxrt). Kernels are chosen in the
+class kernels' ``__init__`` (``conv_kernel`` and ``pool_kernel`` return None when numba is
+missing, disabled with ``ONNXRT_JIT=0``, or the node is not one where a compiled kernel won
+by measurement), and they are compiled or loaded from numba's on-disk cache there, so a run
+never compiles. The cache lives beside this file, or in the user's cache dir when the
+package dir is read-only (numba's own fallback; ``NUMBA_CACHE_DIR`` overrides both); with
+neither writable the kernels compile once per process.
+
+Results match the NumPy path: the same products summed in the same order (conv and max
+pooling are bit-identical; average pooling sums in another order, within float32 rounding).
+
+Threads: the serial loops are the default. Each kernel also has a ``prange`` version (a
+second Python function: numba's cache does not key entries on the ``parallel`` flag), opt-in
+with ``ONNXRT_JIT_PARALLEL=1`` because it lost on the shared 2-core machine (see _PARALLEL).
+It runs with the session's ``intra_op_num_threads`` (``execute.threads.jit_threads``) and
+only while no other thread is inside a parallel kernel: numba's workqueue layer must not be
+entered concurrently, so a concurrent caller (ORT_PARALLEL, several threads running
+sessions) takes the serial version instead of waiting.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import threading
+from typing import Any, Callable
+
+import numpy as np
+
+from onnxrt.execute.threads import default_threads, jit_threads
+from onnxrt.ir.dtypes import np_dtype
+
+__all__ = ["available", "enabled", "set_enabled", "input_dtype", "conv_kernel", "pool_kernel"]
+
+_HAVE = importlib.util.find_spec("numba") is not None
+_ENABLED = [_HAVE and os.environ.get("ONNXRT_JIT", "1") != "0"]
+# the prange versions are opt-in: on the shared (loaded) 2-core machine they lost (numba's
+# default OpenMP layer: median 7-17x slower than serial, its spinning threads fight the other
+# load; best case 0.6x; workqueue layer: at parity), and the serial loops leave the second
+# core to BLAS (see benchmarks/jit_micro.py --parallel)
+_PARALLEL = [os.environ.get("ONNXRT_JIT_PARALLEL", "0") == "1"]
+_LOAD_LOCK = threading.Lock()
+_RUN_LOCK = threading.Lock()        # one parallel kernel at a time (see the module doc)
+_K: dict[str, Any] = {}             # name -> (serial, parallel) dispatchers, built once
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+# below this many multiply-adds a kernel runs serially: waking the pool costs more
+_PAR_MIN_WORK = 1 << 17
+# grouped conv with several input channels per group stays on the NumPy path's batched
+# matmuls (measured: 4 channels per group at 56x56, 1.5x slower compiled)
+_MAX_CG = 1
+# depthwise outputs narrower than this run channels-last (_dwcl_image): per-plane loops
+# are a few pixels long there (measured 0.4x the planar loops at 7 and 14 wide, parity at
+# 28, slower from 56)
+_MIN_OUT_W = 20
+
+_prange = range                     # numba.prange once numba is loaded (read at compile time)
+
+
+def available() -> bool:
+    """numba is installed (it is imported only when a session needs a compiled kernel)."""
+    return _HAVE
+
+
+def enabled() -> bool:
+    return _ENABLED[0]
+
+
+def set_enabled(on: bool, parallel: bool | None = None) -> None:
+    """Choose the compiled paths (and their prange versions) for sessions created from now
+    on (tests, benchmarks)."""
+    _ENABLED[0] = bool(on) and _HAVE
+    if parallel is not None:
+        _PARALLEL[0] = bool(parallel)
+
+
+# -- the loop nests (plain Python, compiled by _load) --------------------------------------
+#
+# One plane at a time, the NumPy depthwise path's algorithm without its temporaries: the
+# padded plane is split into its stride phases, flattened, so that every kernel tap is one
+# long contiguous multiply-add (or max) loop over all output rows at once; the few columns
+# computed past each row's end are dropped when the plane is written out. Loops index slices
+# from 0 with range variables: numba then drops its negative-index check and LLVM
+# vectorizes them.
+
+def _fill(xc, buf, sh, sw, ph, pw, val):
+    """buf (sh*sw, QH, QW) <- the stride phases of plane xc (H, W) padded with ``val``:
+    buf[rh*sw + rw, qh, qw] = xc[qh*sh + rh - ph, qw*sw + rw - pw] (``val`` outside)."""
+    hh, ww = xc.shape
+    qh_n, qw_n = buf.shape[1], buf.shape[2]
+    for rh in range(sh):
+        for qh in range(qh_n):
+            ih = qh * sh + rh - ph
+            for rw in range(sw):
+                dst = buf[rh * sw + rw, qh]
+                if ih < 0 or ih >= hh:
+                    for q in range(qw_n):
+                        dst[q] = val
+                    continue
+                off = rw - pw
+                lo = 0 if off >= 0 else (sw - 1 - off) // sw
+                span = ww - 1 - off
+                hi = span // sw + 1 if span >= 0 else 0
+                hi = min(hi, qw_n)
+                lo = min(lo, qw_n)
+                hi = max(hi, lo)
+                for q in range(lo):
+                    dst[q] = val
+                src = xc[ih]
+                if sw == 1:
+                    d1 = dst[lo:hi]
+                    s1 = src[lo + off:hi + off]
+                    for i in range(hi - lo):
+                        d1[i] = s1[i]
+                else:
+                    for q in range(lo, hi):
+                        dst[q] = src[q * sw + off]
+                for q in range(hi, qw_n):
+                    dst[q] = val
+
+
+def _conv_plane(x, w, b, out, p, cg, mg, sh, sw, dh, dw, ph, pw):
+    """Output plane p = n * M + m of a grouped conv: x (N, C, H, W), w (M, Cg, KH, KW),
+    taps summed in the NumPy path's order (bias last), so results are bit-identical."""
+    m_all = out.shape[1]
+    n = p // m_all
+    m = p - n * m_all
+    c0 = (m // mg) * cg
+    oh_n, ow_n = out.shape[2], out.shape[3]
+    kh_n, kw_n = w.shape[2], w.shape[3]
+    qh_n = oh_n + ((kh_n - 1) * dh) // sh
+    qw_n = ow_n + ((kw_n - 1) * dw) // sw
+    buf = np.empty((sh * sw, qh_n, qw_n), dtype=x.dtype)
+    flat = buf.reshape(sh * sw, qh_n * qw_n)
+    length = (oh_n - 1) * qw_n + ow_n
+    acc = np.empty(length, dtype=x.dtype)
+    first = True
+    for ci in range(cg):
+        _fill(x[n, c0 + ci], buf, sh, sw, ph, pw, 0.0)
+        for kh in range(kh_n):
+            rh = kh * dh
+            for kw in range(kw_n):
+                rw = kw * dw
+                shift = (rh // sh) * qw_n + rw // sw
+                src = flat[(rh % sh) * sw + rw % sw, shift:shift + length]
+                wv = w[m, ci, kh, kw]
+                if first:
+                    for i in range(length):
+                        acc[i] = src[i] * wv
+                    first = False
+                else:
+                    for i in range(length):
+                        acc[i] += src[i] * wv
+    bias = b[m]
+    o = out[n, m]
+    for oh in range(oh_n):
+        row = o[oh]
+        a1 = acc[oh * qw_n:oh * qw_n + ow_n]
+        for i in range(ow_n):
+            row[i] = a1[i] + bias
+
+
+def _conv_ser(x, w, b, out, cg, mg, sh, sw, dh, dw, ph, pw):
+    for p in range(out.shape[0] * out.shape[1]):
+        _conv_plane(x, w, b, out, p, cg, mg, sh, sw, dh, dw, ph, pw)
+
+
+def _conv_par(x, w, b, out, cg, mg, sh, sw, dh, dw, ph, pw):
+    for p in _prange(out.shape[0] * out.shape[1]):
+        _conv_plane(x, w, b, out, p, cg, mg, sh, sw, dh, dw, ph, pw)
+
+
+def _dwcl_image(x, wt, b, out, n, mult, sh, sw, dh, dw, ph, pw):
+    """Image n of a depthwise conv channels-last, for small planes with many channels
+    (per-plane loops would be a few pixels long): x (N, C, H, W), wt (KH, KW, M), out
+    (N, M, OH, OW); every tap is one loop over the M channels. Same products in the same
+    order as the NumPy path (its padded taps add zeros, skipped here)."""
+    c_n, hh, ww = x.shape[1], x.shape[2], x.shape[3]
+    m_n, oh_n, ow_n = out.shape[1], out.shape[2], out.shape[3]
+    kh_n, kw_n = wt.shape[0], wt.shape[1]
+    xt = np.empty((hh, ww, m_n), dtype=x.dtype)
+    for m in range(m_n):
+        xc = x[n, m // mult]
+        for ih in range(hh):
+            for iw in range(ww):
+                xt[ih, iw, m] = xc[ih, iw]
+    acc = np.empty((oh_n, ow_n, m_n), dtype=x.dtype)
+    for oh in range(oh_n):
+        for ow in range(ow_n):
+            a = acc[oh, ow]
+            for m in range(m_n):
+                a[m] = 0.0
+            for kh in range(kh_n):
+                ih = oh * sh - ph + kh * dh
+                if ih < 0 or ih >= hh:
+                    continue
+                for kw in range(kw_n):
+                    iw = ow * sw - pw + kw * dw
+                    if iw < 0 or iw >= ww:
+                        continue
+                    xs = xt[ih, iw]
+                    ws = wt[kh, kw]
+                    for m in range(m_n):
+                        a[m] += ws[m] * xs[m]
+    for m in range(m_n):
+        o = out[n, m]
+        bias = b[m]
+        for oh in range(oh_n):
+            for ow in range(ow_n):
+                o[oh, ow] = acc[oh, ow, m] + bias
+
+
+def _dwcl_ser(x, wt, b, out, mult, sh, sw, dh, dw, ph, pw):
+    for n in range(out.shape[0]):
+        _dwcl_image(x, wt, b, out, n, mult, sh, sw, dh, dw, ph, pw)
+
+
+def _dwcl_par(x, wt, b, out, mult, sh, sw, dh, dw, ph, pw):
+    for n in _prange(out.shape[0]):
+        _dwcl_image(x, wt, b, out, n, mult, sh, sw, dh, dw, ph, pw)
+
+
+def _pool_plane(x, out, div, p, is_max, kh_n, kw_n, sh, sw, dh, dw, ph, pw):
+    """Plane p of a max (is_max=1) or average pool: x (P, H, W), out (P, OH, OW); averages
+    divide by ``div`` (OH, OW), the NumPy path's count-aware divisor.
+
+    Separable, over the flat padded plane at stride 1: a pass along the rows (kw taps), a
+    pass along the columns (kh taps, shifted by whole rows), each one long contiguous loop
+    over the whole plane; strided outputs are picked from the stride-1 result at the end
+    (measured: cheaper than splitting the input into phases, whose strided copy does not
+    vectorize, or than short per-row loops).
+    """
+    oh_n, ow_n = out.shape[1], out.shape[2]
+    qh_n = (oh_n - 1) * sh + 1 + (kh_n - 1) * dh
+    qw_n = (ow_n - 1) * sw + 1 + (kw_n - 1) * dw
+    buf = np.empty((1, qh_n, qw_n), dtype=x.dtype)
+    _fill(x[p], buf, 1, 1, ph, pw, -np.inf if is_max else 0.0)
+    flat = buf.reshape(qh_n * qw_n)
+    col_len = ((oh_n - 1) * sh) * qw_n + (ow_n - 1) * sw + 1
+    row_len = col_len + (kh_n - 1) * dh * qw_n
+    tmp = np.empty(row_len, dtype=x.dtype)
+    acc = np.empty(col_len, dtype=x.dtype)
+    for k in range(kw_n):
+        _pool_step(tmp, flat[k * dw:k * dw + row_len], row_len, k == 0, is_max)
+    for k in range(kh_n):
+        b0 = k * dh * qw_n
+        _pool_step(acc, tmp[b0:b0 + col_len], col_len, k == 0, is_max)
+    o = out[p]
+    for oh in range(oh_n):
+        row = o[oh]
+        base = oh * sh * qw_n
+        if is_max:
+            for i in range(ow_n):
+                row[i] = acc[base + i * sw]
+        else:
+            d1 = div[oh]
+            for i in range(ow_n):
+                row[i] = acc[base + i * sw] / d1[i]
+
+
+def _pool_step(acc, src, length, first, is_max):
+    """acc <- src (first tap), else acc <- max(acc, src) or acc + src, elementwise."""
+    if first:
+        for i in range(length):
+            acc[i] = src[i]
+    elif is_max:
+        for i in range(length):
+            v = src[i]
+            r = acc[i]
+            # NaN propagates like np.maximum: a NaN input wins and then stays
+            acc[i] = v if (v > r or v != v) else r
+    else:
+        for i in range(length):
+            acc[i] += src[i]
+
+
+def _pool_ser(x, out, div, is_max, kh, kw, sh, sw, dh, dw, ph, pw):
+    for p in range(out.shape[0]):
+        _pool_plane(x, out, div, p, is_max, kh, kw, sh, sw, dh, dw, ph, pw)
+
+
+def _pool_par(x, out, div, is_max, kh, kw, sh, sw, dh, dw, ph, pw):
+    for p in _prange(out.shape[0]):
+        _pool_plane(x, out, div, p, is_max, kh, kw, sh, sw, dh, dw, ph, pw)
+
+
+# -- loading and running ---------------------------------------------------------------------
+
+def _njit(numba: Any, fn: Callable, **kw: Any) -> Any:
+    try:
+        return numba.njit(cache=True, **kw)(fn)
+    except RuntimeError:
+        # no writable cache location (numba tries beside this file, then the user's cache
+        # dir): compile per process instead of failing
+        return numba.njit(**kw)(fn)
+
+
+def _load() -> dict[str, Any] | None:
+    """The dispatchers (numba imported here, once); None if numba fails to import."""
+    if _K:
+        return _K
+    with _LOAD_LOCK:
+        if _K:
+            return _K
+        try:
+            import numba
+        except Exception:   # a broken install behaves like a missing one
+            _ENABLED[0] = False
+            return None
+        global _prange
+        _prange = numba.prange
+        # the plane functions, compiled into their callers (resolved as globals at compile)
+        g = globals()
+        for f in (_fill, _conv_plane, _dwcl_image, _pool_step, _pool_plane):
+            g[f.__name__] = numba.njit(f)
+        built = {}
+        for key, ser, par in (("conv", _conv_ser, _conv_par), ("dwcl", _dwcl_ser, _dwcl_par),
+                              ("pool", _pool_ser, _pool_par)):
+            built[key] = (_njit(numba, ser), _njit(numba, par, parallel=True))
+        built["numba"] = numba
+        _K.update(built)
+    return _K
+
+
+def _call(key: str, work: int, args: tuple, parallel: bool) -> None:
+    """Run kernel ``key``: its prange version when the session enabled it, the work is big
+    enough, the thread limit allows and no other thread is in one; else the serial one."""
+    ser, par = _K[key]
+    limit = jit_threads() or default_threads()
+    if parallel and limit > 1 and work >= _PAR_MIN_WORK and _RUN_LOCK.acquire(blocking=False):
+        try:
+            numba = _K["numba"]
+            n = min(limit, numba.config.NUMBA_NUM_THREADS)
+            if numba.get_num_threads() != n:
+                numba.set_num_threads(n)     # thread-local in numba: this thread only
+            par(*args)
+        finally:
+            _RUN_LOCK.release()
+        return
+    ser(*args)
+
+
+def _ready(dtype: np.dtype) -> bool:
+    return _ENABLED[0] and np.dtype(dtype) in _FLOATS and _load() is not None
+
+
+def input_dtype(node: Any) -> np.dtype:
+    """The node's first input element type where the graph declares it, else float32: a
+    compiled kernel is prepared for that dtype, and inputs of another take the NumPy path."""
+    t = node.input_types[0] if node.input_types else None
+    if t is not None and t.HasField("tensor_type") and t.tensor_type.elem_type:
+        try:
+            return np.dtype(np_dtype(t.tensor_type.elem_type))
+        except Exception:   # no NumPy dtype for it: never compiled
+            return np.dtype(object)
+    return np.dtype(np.float32)
+
+
+def _versions(key: str, parallel: bool) -> tuple[Any, ...]:
+    """The dispatchers a kernel may call (the parallel one only when enabled)."""
+    ser, par = _K[key]
+    return (ser, par) if parallel else (ser,)
+
+
+# -- Conv --------------------------------------------------------------------------------------
+
+class JitConv:
+    """Grouped 1-D/2-D conv with its bias; weights (M, Cg, KH, KW) prepared once."""
+
+    def __init__(self, w: np.ndarray, group: int, kernel: tuple[int, ...]) -> None:
+        m, cg = w.shape[0], w.shape[1]
+        self.w = np.ascontiguousarray(w.reshape((m, cg) + ((1,) if len(kernel) == 1 else ())
+                                                + kernel))
+        self.cg, self.mg = int(cg), m // group
+        self.nd = len(kernel)
+        self.zero = np.zeros(m, dtype=w.dtype)
+        # channels-last weights (KH, KW, M) for narrow depthwise outputs
+        self.wt = np.ascontiguousarray(self.w[:, 0].transpose(1, 2, 0)) if cg == 1 else None
+        self.par = _PARALLEL[0]
+        self._warm()
+
+    def _warm(self) -> None:
+        # compile (or load from the cache) every version a run may take, now
+        m, dt = self.w.shape[0], self.w.dtype
+        x = np.zeros((1, self.cg * (m // self.mg), 3, 3), dt)
+        for fn in _versions("conv", self.par):
+            fn(x, np.zeros((m, self.cg, 1, 1), dt), self.zero, np.empty((1, m, 1, 1), dt),
+               self.cg, self.mg, 1, 1, 1, 1, 0, 0)
+        if self.wt is not None:
+            for fn in _versions("dwcl", self.par):
+                fn(x, np.zeros((1, 1, m), dt), self.zero, np.empty((1, m, 1, 1), dt), self.mg,
+                   1, 1, 1, 1, 0, 0)
+
+    def __call__(self, x: np.ndarray, bias: np.ndarray | None, strides: list[int],
+                 dil: list[int], begin: list[int], out_sp: list[int]) -> np.ndarray | None:
+        # the loops do not check bounds: a wrong input must fail here, not read past memory
+        if x.shape[1] != self.cg * (self.w.shape[0] // self.mg) or x.ndim != self.nd + 2:
+            raise ValueError(f"input of shape {x.shape} does not match the weight "
+                             f"{self.w.shape} with group {self.w.shape[0] // self.mg}")
+        narrow = out_sp[-1] < _MIN_OUT_W
+        if narrow and self.wt is None:
+            return None
+        shape = x.shape[:1] + (self.w.shape[0],) + tuple(out_sp)
+        if x.ndim == 3:
+            x, strides, dil, begin, out_sp = (x[:, :, None], [1] + strides, [1] + dil,
+                                              [0] + begin, [1] + out_sp)
+        x = np.ascontiguousarray(x)
+        n = x.shape[0]
+        m = self.w.shape[0]
+        out = np.empty((n, m, out_sp[0], out_sp[1]), dtype=x.dtype)
+        b = self.zero if bias is None else np.ascontiguousarray(bias, dtype=x.dtype)
+        work = out.size * self.w[0].size
+        geo = (strides[0], strides[1], dil[0], dil[1], begin[0], begin[1])
+        if narrow:
+            _call("dwcl", work, (x, self.wt, b, out, self.mg) + geo, self.par)
+        else:
+            _call("conv", work, (x, self.w, b, out, self.cg, self.mg) + geo, self.par)
+        return out.reshape(shape)
+
+
+def conv_kernel(w: np.ndarray, group: int) -> JitConv | None:
+    """A compiled kernel for a constant conv weight (M, Cg, *kernel) in the compute dtype,
+    where it beats the NumPy path: grouped (group > 1) with few input channels per group,
+    1-D or 2-D."""
+    kernel = tuple(int(k) for k in w.shape[2:])
+    if group <= 1 or w.shape[1] > _MAX_CG or len(kernel) not in (1, 2) or not _ready(w.dtype):
+        return None
+    return JitConv(np.asarray(w), group, kernel)
+
+
+# -- MaxPool / AveragePool ------------------------------------------------------------------
+
+class JitPool:
+    """Max or average pooling of float32/float64 (N, C, H, W) or (N, C, W) inputs."""
+
+    def __init__(self, is_max: bool, dtype: np.dtype) -> None:
+        self.is_max = int(is_max)
+        self.dtype = dt = np.dtype(dtype)
+        self.par = _PARALLEL[0]
+        x = np.zeros((1, 2, 2), dt)
+        for fn in _versions("pool", self.par):
+            fn(x, np.empty((1, 1, 1), dt), np.ones((1, 1), dt), self.is_max, 1, 1, 1, 1, 1, 1,
+               0, 0)
+
+    def __call__(self, x: np.ndarray, geo: Any, div: np.ndarray | None) -> np.ndarray:
+        n, c = x.shape[:2]
+        k, s, d, b, o = geo.kernel, geo.strides, geo.dil, geo.begin, geo.out
+        if x.ndim == 3:
+            k, s, d, b, o = [1] + k, [1] + s, [1] + d, [0] + b, [1] + o
+        x3 = np.ascontiguousarray(x).reshape(n * c, 1 if x.ndim == 3 else x.shape[2],
+                                             x.shape[-1])
+        out = np.empty((n * c, o[0], o[1]), dtype=x.dtype)
+        if div is None:
+            div = np.ones((1, 1), x.dtype)
+        else:
+            div = np.ascontiguousarray(div.reshape(o[0], o[1]), dtype=x.dtype)
+        _call("pool", out.size * k[0] * k[1], (x3, out, div, self.is_max, k[0], k[1], s[0],
+                                               s[1], d[0], d[1], b[0], b[1]), self.par)
+        return out.reshape((n, c) + tuple(geo.out))
+
+
+def pool_kernel(is_max: bool, dtype: Any, kernel: Any, strides: Any) -> JitPool | None:
+    """A compiled max/average pool for float32/float64 input (``dtype`` from the node's
+    input type) where it wins by measurement: overlapping windows at stride 1 (0.55-0.75x
+    the NumPy path), and strided overlapping averages (0.8x). Strided max pooling is at
+    parity and non-overlapping windows (2x2/2) are faster on the NumPy path (1.3x): both
+    stay there."""
+    if not kernel or not _ready(dtype):
+        return None
+    strides = list(strides or [1] * len(kernel))
+    if (len(kernel) not in (1, 2) or all(k <= s for k, s in zip(kernel, strides))
+            or (is_max and any(s != 1 for s in strides))):
+        return None
+    return JitPool(is_max, dtype)
