@@ -135,6 +135,7 @@ class InferenceSession:
         self._specs = {n: sp for n, sp in self._specs.items()
                        if n not in init_names or n in overridable}
         self._output_index = {n: i for i, n in enumerate(plan.output_names)}
+        self._direct_inputs = _direct_inputs(plan)
         debug = (cfg.get("session.debug_checks") == "1" or os.environ.get("ONNXRT_DEBUG") == "1")
         self._debug = debug
         self._threads = max(0, int(so.intra_op_num_threads or 0))
@@ -240,6 +241,10 @@ class InferenceSession:
         return ep.transfer().to_device(v, dev)
 
     def _device_feed(self, name: str, v: OrtValue) -> Any:
+        """A feed bound on a device: passed as it is when the plan only copies that input to
+        the same device (no round trip through the host), else brought to the host."""
+        if self._direct_inputs.get(name) == v.device():
+            return v.value()
         host = v.numpy()
         return self._specs[name].convert(host)
 
@@ -359,6 +364,25 @@ class InferenceSession:
             ep = next(ep for ep in self._providers if ep.device == want)
             results.append(OrtValue(v, want, ep.transfer().to_host))
         iobinding._results = results
+
+
+def _direct_inputs(plan: Any) -> dict[str, Device]:
+    """Inputs whose every reader is a copy to one device: a value already on that device
+    can be fed as it is (the copy passes device values through)."""
+    readers: dict[int, list[Any]] = {}
+    for st in plan.steps:
+        for s in st.ins:
+            readers.setdefault(s, []).append(st)
+    out = {}
+    for name, slot in zip(plan.input_names, plan.input_slots):
+        steps = readers.get(slot, [])
+        if not steps or any(st.provider != "copy" or st.node.op_type != "MemcpyFromHost"
+                            for st in steps):
+            continue
+        devices = {st.node.name.rsplit("->", 1)[-1] for st in steps}
+        if len(devices) == 1:
+            out[name] = Device(devices.pop())
+    return out
 
 
 _LOG = logging.getLogger("onnxrt")

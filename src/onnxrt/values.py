@@ -99,6 +99,37 @@ class OrtValue:
             arr = arr.view(want) if arr.dtype.itemsize == want.itemsize else arr.astype(want)
         return OrtValue(arr)
 
+    @staticmethod
+    def from_dlpack(data: Any, is_bool_tensor: bool = False) -> "OrtValue":
+        """An OrtValue sharing the memory of any DLPack producer (a torch, cupy or jax array,
+        or a capsule); device tensors need torch installed."""
+        try:
+            from onnxrt.providers.torch.convert import ortvalue_from_dlpack
+        except ImportError:
+            arr = np.from_dlpack(data)
+            return OrtValue(arr.astype(bool) if is_bool_tensor else arr)
+        v = ortvalue_from_dlpack(data)
+        if is_bool_tensor and v.device().is_host:
+            v = OrtValue(np.asarray(v.value()).astype(bool))
+        return v
+
+    def to_dlpack(self) -> Any:
+        """A DLPack capsule of this value's tensor, without a copy."""
+        v = self._value
+        if isinstance(v, np.ndarray):
+            return v.__dlpack__()
+        dl = getattr(v, "__dlpack__", None)
+        if dl is None:
+            raise InvalidArgument(f"a {type(v).__name__} cannot be exported through DLPack")
+        return dl()
+
+    def __dlpack__(self, stream: Any = None) -> Any:
+        v = self._value
+        return v.__dlpack__() if stream is None else v.__dlpack__(stream=stream)
+
+    def __dlpack_device__(self) -> Any:
+        return self._value.__dlpack_device__()
+
     # -- inspection -----------------------------------------------------------------------
     def numpy(self) -> Any:
         v = self._value

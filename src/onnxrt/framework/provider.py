@@ -131,7 +131,7 @@ class ExecutionProvider:
 def _unsupported_type(node: Any, dtypes: frozenset[Any]) -> str:
     from onnxrt.ir.dtypes import elem_type_name, np_dtype
 
-    for vi in node.input_info:
+    for vi in tuple(node.input_info) + tuple(node.output_info):
         if vi.elem_type:
             try:
                 dt = np_dtype(vi.elem_type)

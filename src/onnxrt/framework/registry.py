@@ -22,6 +22,9 @@ ENTRY_POINT_GROUP = "onnxrt.execution_providers"
 _BUILTIN: dict[str, str] = {
     "CPUExecutionProvider": "onnxrt.providers.cpu:CPUExecutionProvider",
     "TensorrtExecutionProvider": "onnxrt.providers.tensorrt:TensorrtExecutionProvider",
+    "CUDAExecutionProvider": "onnxrt.providers.torch:CUDAExecutionProvider",
+    "ROCMExecutionProvider": "onnxrt.providers.torch:ROCMExecutionProvider",
+    "TorchExecutionProvider": "onnxrt.providers.torch:TorchExecutionProvider",
 }
 
 # every provider name onnxruntime 1.31 knows, in its order

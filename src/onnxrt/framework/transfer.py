@@ -29,6 +29,8 @@ class DataTransfer:
             return [self.to_device(v, device) for v in value]
         if value is None:
             return None
+        if not isinstance(value, (np.ndarray, np.generic)):
+            return value  # already a device value (an input bound on this device)
         self.copies_to_device += 1
         self.bytes_to_device += int(getattr(value, "nbytes", 0))
         return self._to_device(np.asarray(value), device)

@@ -26,8 +26,10 @@ __all__ = ["Partition", "Placement", "FusedGroup", "partition_model", "subgraph_
            "KernelAssigner", "Assignment"]
 
 # ops that compute shapes and indices: kept on the host when they only feed host inputs
+# (Shape and Size are not among them: on the host they would copy a whole device tensor
+# back to read its dims; where the device has them they run there and return a small tensor)
 SHAPE_OPS = frozenset({
-    "Shape", "Size", "Gather", "GatherElements", "Concat", "Unsqueeze", "Squeeze", "Slice",
+    "Gather", "GatherElements", "Concat", "Unsqueeze", "Squeeze", "Slice",
     "Cast", "Reshape", "Add", "Sub", "Mul", "Div", "Range", "ConstantOfShape", "Equal",
     "Where", "ReduceProd", "ReduceMax", "ReduceMin", "Max", "Min", "Expand", "Identity",
     "Neg", "Abs", "Floor", "Ceil", "Sqrt", "Less", "Greater", "Not", "And", "Or", "Mod",
