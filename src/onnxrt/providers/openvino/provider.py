@@ -1,0 +1,145 @@
+"""OpenVINOExecutionProvider: a compile-based provider that hands groups of nodes to
+Intel's OpenVINO runtime, with onnxruntime's provider name and options."""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from typing import Any, Callable, ClassVar
+
+from onnxrt.errors import EPFail
+from onnxrt.framework.provider import ExecutionProvider
+from onnxrt.partition.grouping import group_nodes
+from onnxrt.providers.openvino import runtime
+from onnxrt.providers.openvino.options import DEFAULTS, check_against_devices, parse_options
+
+__all__ = ["OpenVINOExecutionProvider"]
+
+# groups made only of these ops move no arithmetic: a trip to OpenVINO would cost more than
+# running them here
+_TRIVIAL = frozenset({"Identity", "Reshape", "Shape", "Size", "Squeeze", "Unsqueeze",
+                      "Flatten", "Constant", "Cast", "CastLike", "Dropout", "Gather",
+                      "Concat", "Slice", "ConstantOfShape", "Expand"})
+
+
+class OpenVINOExecutionProvider(ExecutionProvider):
+    """Claims what OpenVINO's ``query_model`` says the device supports, in cycle-free groups;
+    each group runs as one OpenVINO compiled model.
+
+    Options (onnxruntime's): ``device_type`` (CPU, GPU, GPU.<n>, NPU, AUTO[:...],
+    HETERO:..., MULTI:...), ``precision`` (FP32, FP16, BF16, ACCURACY; default FP32 on CPU,
+    FP16 elsewhere), ``num_of_threads``, ``num_streams``, ``cache_dir`` (compiled models and
+    query answers kept there, so a second session starts fast), ``enable_dynamic_shapes`` /
+    ``disable_dynamic_shapes`` (off: compile once per new input shape), ``load_config`` (JSON
+    text or file: ``{"CPU": {"PROPERTY": value}}``).
+    """
+
+    name: ClassVar[str] = "OpenVINOExecutionProvider"
+    options: ClassVar[dict[str, Any]] = dict(DEFAULTS)
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.settings = parse_options(self.provider_options, set(options))
+        # options as they act, reported as onnxruntime reports them
+        self.provider_options["enable_dynamic_shapes"] = self.settings.dynamic
+        self.provider_options["disable_dynamic_shapes"] = not self.settings.dynamic
+        self.provider_options["cache_dir"] = self.settings.cache_dir
+        precisions = set(self.settings.precision.values())
+        if not self.provider_options["precision"] and len(precisions) == 1:
+            self.provider_options["precision"] = precisions.pop()
+        if runtime.import_error():
+            raise RuntimeError(f"the openvino package cannot be imported "
+                               f"({runtime.import_error()})")
+        self.settings = check_against_devices(self.settings)
+        # statistics: fused groups compiled, and OpenVINO compilations (one per new input
+        # shape when dynamic shapes are off)
+        self.compiled_groups = 0
+        self.compilations = 0
+        self._count_lock = threading.Lock()
+
+    @classmethod
+    def unavailable_reason(cls) -> str:
+        err = runtime.import_error()
+        if err:
+            return (f"the openvino package cannot be imported ({err}); install it with "
+                    f"pip install onnxrt[openvino]")
+        if not runtime.available_devices():
+            return "OpenVINO finds no device here"
+        return ""
+
+    # -- partitioning --------------------------------------------------------------------
+    def get_capability(self, graph: Any) -> list[Any]:
+        from onnxrt.providers.openvino.query import query_support
+
+        s = self.settings
+        verdict = query_support(graph, list(graph), s.device, _query_config(s),
+                                s.cache_dir, s.key())
+        for n in graph:
+            why = verdict.get(n.id, "")
+            if why:
+                graph.decline(n, why)
+        groups = group_nodes(graph, lambda n: n.id in verdict and not verdict[n.id])
+        by_id = {n.id: n for n in graph}
+        keep = []
+        for g in groups:
+            ops = {by_id[i].op_type for i in g.nodes}
+            if ops <= _TRIVIAL:
+                for i in g.nodes:
+                    graph.decline(by_id[i], "its group moves no arithmetic ("
+                                  + ", ".join(sorted(ops)) + "): cheaper to run here")
+                continue
+            keep.append(g)
+        return keep
+
+    # -- compiling -----------------------------------------------------------------------
+    def compile(self, fused: Any) -> Callable[..., Any]:
+        from onnxrt.providers.openvino.compiled import build_runner
+
+        model = fused.model
+        try:
+            fn = build_runner(model, list(fused.inputs), list(fused.outputs), self.settings,
+                              self._counted)
+        except Exception as e:
+            msg = (f"OpenVINO failed to compile {fused.name} ({len(fused.nodes)} nodes) for "
+                   f"{self.settings.device}: {_short(e)}")
+            if self.error_on_failure:
+                raise EPFail(msg) from e
+            warnings.warn(f"{msg}; running that group with onnxrt's CPU provider instead",
+                          UserWarning, stacklevel=2)
+            return _cpu_fallback(model)
+        self.compiled_groups += 1
+        return fn
+
+    def _counted(self) -> None:
+        with self._count_lock:
+            self.compilations += 1
+
+    def allocation_stats(self) -> dict[str, int]:
+        out = super().allocation_stats()
+        out.update(compiled_groups=self.compiled_groups, compilations=self.compilations)
+        return out
+
+
+def _query_config(s: Any) -> dict[str, Any]:
+    cfg = s.compile_config()
+    cfg.pop("CACHE_DIR", None)
+    return cfg
+
+
+def _short(e: Exception) -> str:
+    from onnxrt.providers.openvino.query import _first_line
+
+    return _first_line(e)
+
+
+def _cpu_fallback(model: Any) -> Callable[..., Any]:
+    """Runs a group OpenVINO could not compile with onnxrt's CPU provider."""
+    from onnxrt.session import InferenceSession
+
+    sess = InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [i.name for i in model.graph.input]
+
+    def run(*args: Any) -> list[Any]:
+        return sess.run(None, dict(zip(names, args)))
+
+    return run
