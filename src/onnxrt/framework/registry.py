@@ -25,6 +25,7 @@ _BUILTIN: dict[str, str] = {
     "CUDAExecutionProvider": "onnxrt.providers.torch:CUDAExecutionProvider",
     "ROCMExecutionProvider": "onnxrt.providers.torch:ROCMExecutionProvider",
     "TorchExecutionProvider": "onnxrt.providers.torch:TorchExecutionProvider",
+    "OpenVINOExecutionProvider": "onnxrt.providers.openvino:OpenVINOExecutionProvider",
 }
 
 # every provider name onnxruntime 1.31 knows, in its order

@@ -177,8 +177,9 @@ def partition_model(model: onnx.ModelProto, providers: Sequence[ExecutionProvide
                 collect(sg, sub_path)
 
     collect(model.graph, "main")
+    norm = {("" if k == "ai.onnx" else k): v for k, v in opsets.items()}
     for path, g in graphs.items():
-        _partition_graph(part, path, g, types.get(path, {}), any_device)
+        _partition_graph(part, path, g, types.get(path, {}), any_device, norm)
     if disable_cpu_fallback and not cpu_requested:
         on_cpu = [part.nodes[i] for i, p in part.placement.items()
                   if p.provider.name == "CPUExecutionProvider"]
@@ -192,7 +193,7 @@ def partition_model(model: onnx.ModelProto, providers: Sequence[ExecutionProvide
 
 
 def _partition_graph(part: Partition, path: str, g: onnx.GraphProto, tmap: dict[str, Any],
-                     any_device: bool) -> None:
+                     any_device: bool, opsets: dict[str, int]) -> None:
     ids = part.graphs[path]
     all_views = [part.nodes[i] for i in ids]
     inits = {t.name: t for t in g.initializer}
@@ -215,7 +216,7 @@ def _partition_graph(part: Partition, path: str, g: onnx.GraphProto, tmap: dict[
         view = GraphView(path, [part.nodes[i] for i in offered], all_views,
                          [vi.name for vi in g.input], [vi.name for vi in g.output],
                          _LazyConstants(inits), value_info,
-                         {}, provider=ep.name, decline=part.decline)
+                         opsets, provider=ep.name, decline=part.decline)
         try:
             caps = ep.get_capability(view) or []
         except Exception as e:
