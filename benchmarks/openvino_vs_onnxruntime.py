@@ -28,14 +28,9 @@ import onnxrt as ort  # noqa: E402
 from onnxrt.cli.inputs import generate  # noqa: E402
 from onnxrt.providers.openvino import OpenVINOExecutionProvider  # noqa: E402
 from onnxrt.zoo import zoo_models  # noqa: E402
+from run import ref_session  # noqa: E402  (benchmarks/run.py, the main benchmark)
 
 
-def ref_session(path: str, threads: int) -> ort_ref.InferenceSession:
-    so = ort_ref.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    so.add_session_config_entry("session.inter_op.allow_spinning", "0")
-    return ort_ref.InferenceSession(path, so, providers=["CPUExecutionProvider"])
 
 
 def ov_session(path: str, options: dict) -> ort.InferenceSession:

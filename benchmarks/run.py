@@ -88,20 +88,44 @@ def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     return r, time.perf_counter() - t
 
 
+def openvino_session(data: bytes, threads: int) -> Any:
+    import warnings
+
+    from onnxrt.providers.openvino import OpenVINOExecutionProvider
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ort.InferenceSession(data, providers=[
+            OpenVINOExecutionProvider(num_of_threads=threads), "CPUExecutionProvider"])
+
+
 def bench(name: str, data: bytes, feeds: dict[str, np.ndarray], runs: int, warmup: int,
-          threads: int, providers: list[Any] | None = None) -> dict[str, Any]:
+          threads: int, providers: list[Any] | None = None,
+          openvino: bool = False) -> dict[str, Any]:
     ours, c_ours = timed(lambda: ort.InferenceSession(data, providers=providers))
     ref, c_ref = timed(lambda: ref_session(data, threads))
+    ov = None
+    if openvino:
+        ov, c_ov = timed(lambda: openvino_session(data, threads))
     for _ in range(warmup):
         ours.run(None, feeds)
         ref.run(None, feeds)
-    t_ours, t_ref = [], []
+        if ov is not None:
+            ov.run(None, feeds)
+    t_ours, t_ref, t_ov = [], [], []
     a = b = None
-    for _ in range(runs):
-        a, t = timed(lambda: ours.run(None, feeds))
-        t_ours.append(t)
-        b, t = timed(lambda: ref.run(None, feeds))
-        t_ref.append(t)
+    engines = [("ours", ours, t_ours), ("ref", ref, t_ref)]
+    if ov is not None:
+        engines.append(("ov", ov, t_ov))
+    for k in range(runs):
+        # rotate which engine runs first: the first after another engine pays for its caches
+        for tag, sess, times in engines[k % len(engines):] + engines[:k % len(engines)]:
+            res, t = timed(lambda: sess.run(None, feeds))
+            times.append(t)
+            if tag == "ours":
+                a = res
+            elif tag == "ref":
+                b = res
     tracemalloc.start()
     ours.run(None, feeds)
     _, peak = tracemalloc.get_traced_memory()
@@ -109,10 +133,14 @@ def bench(name: str, data: bytes, feeds: dict[str, np.ndarray], runs: int, warmu
     err = max(float(np.max(np.abs(np.asarray(x, np.float64) - np.asarray(y, np.float64))))
               for x, y in zip(a, b))
     mo, mr = statistics.median(t_ours), statistics.median(t_ref)
-    return {"model": name, "onnxrt_ms": mo * 1e3, "onnxruntime_ms": mr * 1e3, "ratio": mo / mr,
-            "create_onnxrt_ms": c_ours * 1e3, "create_onnxruntime_ms": c_ref * 1e3,
-            "create_ratio": c_ours / c_ref, "peak_mb": peak / 2**20, "max_abs_diff": err,
-            "runs": runs}
+    row = {"model": name, "onnxrt_ms": mo * 1e3, "onnxruntime_ms": mr * 1e3, "ratio": mo / mr,
+           "create_onnxrt_ms": c_ours * 1e3, "create_onnxruntime_ms": c_ref * 1e3,
+           "create_ratio": c_ours / c_ref, "peak_mb": peak / 2**20, "max_abs_diff": err,
+           "runs": runs}
+    if ov is not None:
+        mv = statistics.median(t_ov)
+        row.update(openvino_ms=mv * 1e3, openvino_ratio=mv / mr, create_openvino_ms=c_ov * 1e3)
+    return row
 
 
 def overhead(threads: int, n: int = 1000) -> dict[str, Any]:
@@ -156,18 +184,21 @@ def main() -> None:
     p.add_argument("--only", default="", help="comma-separated case names")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     p.add_argument("--json", default="benchmark_results.json")
+    p.add_argument("--openvino", action="store_true",
+                   help="add a column: onnxrt with the OpenVINO provider")
     args = p.parse_args()
     only = {s.strip() for s in args.only.split(",") if s.strip()}
     rows = []
     head = (f"{'model':<18} {'onnxrt ms':>10} {'ort ms':>9} {'ratio':>6} {'create':>8} "
-            f"{'ort create':>10} {'peak MB':>8} {'max|diff|':>10}")
+            f"{'ort create':>10} {'peak MB':>8} {'max|diff|':>10}"
+            + (f" {'OV ms':>9} {'OV ratio':>8}" if args.openvino else ""))
     print(head)
     for name, make, runs in cases(args.quick):
         if only and name not in only:
             continue
         try:
             data, feeds = make()
-            r = bench(name, data, feeds, runs, 2, args.threads)
+            r = bench(name, data, feeds, runs, 2, args.threads, openvino=args.openvino)
         except Exception as e:  # a case one engine cannot run is reported, not fatal
             print(f"{name:<18} skipped: {type(e).__name__}: {str(e).splitlines()[0][:100]}")
             rows.append({"model": name, "error": f"{type(e).__name__}: {e}"})
@@ -176,7 +207,9 @@ def main() -> None:
         print(f"{name:<18} {r['onnxrt_ms']:>10.2f} {r['onnxruntime_ms']:>9.2f} "
               f"{r['ratio']:>6.2f} {r['create_onnxrt_ms']:>8.0f} "
               f"{r['create_onnxruntime_ms']:>10.0f} {r['peak_mb']:>8.1f} "
-              f"{r['max_abs_diff']:>10.2e}", flush=True)
+              f"{r['max_abs_diff']:>10.2e}"
+              + (f" {r['openvino_ms']:>9.2f} {r['openvino_ratio']:>8.2f}"
+                 if "openvino_ms" in r else ""), flush=True)
     if not only or "chain1000" in only:
         r = overhead(args.threads)
         rows.append(r)
@@ -190,8 +223,14 @@ def main() -> None:
     print(f"geometric mean of onnxrt/onnxruntime time ratios: {geo:.2f} over {len(ok)} cases; "
           f"worst {worst['model']} {worst['ratio']:.2f}" if worst else "no results")
     print(f"geometric mean of session-creation ratios: {cgeo:.2f}")
+    ovr = [r["openvino_ratio"] for r in ok if "openvino_ratio" in r]
+    ov_geo = float(np.exp(np.mean(np.log(ovr)))) if ovr else None
+    if ov_geo is not None:
+        print(f"geometric mean of onnxrt+OpenVINO/onnxruntime ratios: {ov_geo:.2f} "
+              f"over {len(ovr)} cases")
     with open(args.json, "w") as f:
         json.dump({"rows": rows, "geomean_ratio": geo, "geomean_create_ratio": cgeo,
+                   "geomean_openvino_ratio": ov_geo,
                    "threads": args.threads, "quick": args.quick}, f, indent=2)
     print(f"written: {args.json}")
 

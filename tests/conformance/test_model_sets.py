@@ -7,7 +7,6 @@ import glob
 import os
 import warnings
 
-import numpy as np
 import onnx
 import pytest
 from onnx import numpy_helper
@@ -19,10 +18,8 @@ with warnings.catch_warnings():
 import onnxrt as ort
 from conformance.exclusions import EXCLUDED, NOT_STRICT
 from oracle import assert_all_similar
+from zoo_data import LIGHT, light_expected, light_feeds, light_path
 
-LIGHT_DIR = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
-LIGHT = sorted(os.path.basename(p)[len("light_"):-len(".onnx")]
-               for p in glob.glob(os.path.join(LIGHT_DIR, "light_*.onnx")))
 
 
 def _read(path: str, tp: onnx.TypeProto):
@@ -72,29 +69,16 @@ def test_model_set(case):
         assert_all_similar(refs, outs, case.rtol, case.atol, [o.name for o in outputs])
 
 
-def light_input(vi: onnx.ValueInfoProto) -> np.ndarray:
-    """The backend runner's deterministic input for the light models: arange / n."""
-    shape = tuple(d.dim_value if d.HasField("dim_value") else 1
-                  for d in vi.type.tensor_type.shape.dim)
-    n = int(np.prod(shape))
-    return (np.arange(n).reshape(shape) / n).astype(np.float32)
-
-
 @pytest.mark.parametrize("name", LIGHT)
-@pytest.mark.parametrize("level", ["ORT_DISABLE_ALL", "ORT_ENABLE_ALL"])
+@pytest.mark.parametrize("level", ["ORT_DISABLE_ALL", "ORT_ENABLE_BASIC", "ORT_ENABLE_EXTENDED",
+                                   "ORT_ENABLE_ALL"])
 def test_light_zoo(name, level):
-    path = os.path.join(LIGHT_DIR, f"light_{name}.onnx")
+    """The nine CNNs match their stored outputs at every optimization level."""
+    path = light_path(name)
     model = onnx.load(path)
     so = ort.SessionOptions()
     so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
     sess = ort.InferenceSession(path, so)
-    feeds = {a.name: light_input(next(vi for vi in model.graph.input if vi.name == a.name))
-             for a in sess.get_inputs()}
-    refs = []
-    for i in range(len(model.graph.output)):
-        t = onnx.TensorProto()
-        with open(os.path.join(LIGHT_DIR, f"light_{name}_output_{i}.pb"), "rb") as f:
-            t.ParseFromString(f.read())
-        refs.append(numpy_helper.to_array(t))
-    outs = sess.run(None, feeds)
-    assert_all_similar(refs, outs, 1e-3, 1e-7, [o.name for o in model.graph.output])
+    outs = sess.run(None, light_feeds(model, sess))
+    assert_all_similar(light_expected(name, model), outs, 1e-3, 1e-7,
+                       [o.name for o in model.graph.output])

@@ -8,10 +8,9 @@ import os
 import numpy as np
 import onnx
 import pytest
-from onnx import numpy_helper
 
 import onnxrt as ort
-from conformance.test_model_sets import LIGHT, LIGHT_DIR, light_input
+from zoo_data import LIGHT, LIGHT_DIR, light_expected, light_feeds
 from oracle import assert_all_similar
 from ovhelpers import CPU, needs_openvino, nodes_on, ov_session
 
@@ -26,18 +25,11 @@ SOFTMAX_OF_TIES = {"squeezenet"}
 
 
 def _feeds(model, sess):
-    return {a.name: light_input(next(vi for vi in model.graph.input if vi.name == a.name))
-            for a in sess.get_inputs()}
+    return light_feeds(model, sess)
 
 
 def _stored(name, n):
-    out = []
-    for i in range(n):
-        t = onnx.TensorProto()
-        with open(os.path.join(LIGHT_DIR, f"light_{name}_output_{i}.pb"), "rb") as f:
-            t.ParseFromString(f.read())
-        out.append(numpy_helper.to_array(t))
-    return out
+    return light_expected(name, onnx.load(os.path.join(LIGHT_DIR, f"light_{name}.onnx")))[:n]
 
 
 def _logits_model(model):

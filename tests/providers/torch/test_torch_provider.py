@@ -95,16 +95,7 @@ def test_conformance_case_on_torch(case):
 
 # -- the zoo --------------------------------------------------------------------------------
 
-LIGHT_DIR = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
-LIGHT = sorted(os.path.basename(p)[len("light_"):-len(".onnx")]
-               for p in glob.glob(os.path.join(LIGHT_DIR, "light_*.onnx")))
-
-
-def _light_input(vi):
-    shape = tuple(d.dim_value if d.HasField("dim_value") else 1
-                  for d in vi.type.tensor_type.shape.dim)
-    n = int(np.prod(shape))
-    return (np.arange(n).reshape(shape) / n).astype(np.float32)
+from zoo_data import LIGHT, LIGHT_DIR, light_expected, light_feeds  # noqa: E402
 
 
 @pytest.mark.parametrize("name,nhwc", [(n, "0") for n in LIGHT] +
@@ -120,14 +111,8 @@ def test_zoo_model_on_torch(name, nhwc):
     for (node, op, _), ep in where.items():
         if op in ("Conv", "MaxPool", "AveragePool", "Gemm", "MatMul", "Relu", "Softmax"):
             assert ep == TORCH_EP, f"{op} {node} ran on {ep}"
-    feeds = {a.name: _light_input(next(vi for vi in m.graph.input if vi.name == a.name))
-             for a in sess.get_inputs()}
-    refs = []
-    for i in range(len(m.graph.output)):
-        t = onnx.TensorProto()
-        with open(os.path.join(LIGHT_DIR, f"light_{name}_output_{i}.pb"), "rb") as f:
-            t.ParseFromString(f.read())
-        refs.append(numpy_helper.to_array(t))
+    feeds = light_feeds(m, sess)
+    refs = light_expected(name, m)
     last = sess._model.graph.node[-1]
     if last.op_type == "Softmax" and all(np.ptp(r) == 0 for r in refs):
         # the light models' synthetic weights tie every logit (the stored output is exactly

@@ -69,10 +69,19 @@ def _erf_fallback(x: np.ndarray) -> np.ndarray:
     return np.frompyfunc(math.erf, 1, 1)(x).astype(x.dtype)
 
 
-try:  # SciPy's erf is a compiled ufunc; without SciPy, math.erf element by element
-    from scipy.special import erf as _erf_ufunc
-except ImportError:  # pragma: no cover - depends on the environment
-    _erf_ufunc = None
+_ERF64: list[Any] = []
+
+
+def _erf_ufunc_f64() -> Any:
+    """SciPy's compiled erf if SciPy is installed (imported on first use: importing
+    scipy.special costs ~0.5 s), else None."""
+    if not _ERF64:
+        try:
+            from scipy.special import erf
+        except ImportError:  # pragma: no cover - depends on the environment
+            erf = None
+        _ERF64.append(erf)
+    return _ERF64[0]
 
 
 # Least-squares polynomial fits made for this module (float64, Chebyshev nodes):
@@ -136,8 +145,9 @@ def erf(x: np.ndarray) -> np.ndarray:
     if dt == np.float32 or dt == np.float16:
         w = x.astype(np.float32) if dt == np.float16 else x
         return _erf_f32_chunked(w).astype(dt, copy=False)
-    if _erf_ufunc is not None:
-        return as_array(_erf_ufunc(x))
+    erf64 = _erf_ufunc_f64()
+    if erf64 is not None:
+        return as_array(erf64(x))
     return _erf_fallback(np.asarray(x))
 
 
