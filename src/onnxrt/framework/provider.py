@@ -131,7 +131,8 @@ class ExecutionProvider:
 def _unsupported_type(node: Any, dtypes: frozenset[Any]) -> str:
     from onnxrt.ir.dtypes import elem_type_name, np_dtype
 
-    for vi in tuple(node.input_info) + tuple(node.output_info):
+    # ``dtypes`` speaks of the inputs (an op such as IsInf outputs another type)
+    for vi in node.input_info:
         if vi.elem_type:
             try:
                 dt = np_dtype(vi.elem_type)
