@@ -23,6 +23,9 @@ def add_parser(sub: Any) -> None:
     c.add_argument("--input", action="append", metavar="NAME=FILE.npy")
     c.add_argument("--dim", action="append", metavar="NAME=N")
     c.add_argument("--batch", type=int, default=None)
+    c.add_argument("--level", default="basic",
+                   help="optimization level of both sessions (default basic: fusions would "
+                        "hide the intermediate values to compare)")
     c.set_defaults(func=cmd_compare)
 
 
@@ -68,8 +71,8 @@ def _diverges(a: Any, b: Any, rtol: float, atol: float) -> tuple[bool, str]:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    test, path, _ = open_session(args.model, args.providers)
-    ref, _, _ = open_session(args.model, args.against)
+    test, path, _ = open_session(args.model, args.providers, level=args.level)
+    ref, _, _ = open_session(args.model, args.against, level=args.level)
     feeds = make_feeds(ref, args.input, args.dim, args.batch)
     got = test.record_values(feeds)
     want = ref.record_values(feeds)
