@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from onnxrt.providers.cpu import CPU
+from onnxrt.providers.cpu.nn.matmul import matmul
 
 MS = "com.microsoft"
 
@@ -127,7 +128,7 @@ class Attention:
         xf = _f32(x)
         b, s, _ = xf.shape
         w = self.w if self.w is not None else _f32(weights)
-        qkv = np.matmul(xf, w)
+        qkv = matmul(xf, w)   # one GEMM over the (B*S, H) rows
         if bias is not None:
             qkv += _f32(bias)
         if self.sizes:

@@ -25,12 +25,22 @@ def _blasable(x: np.ndarray) -> np.ndarray:
     return x
 
 
+def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """np.matmul, fast where numpy's own broadcasting is not: a stack times a matrix is one
+    GEMM over the flattened stack (2-3x faster at batch 8 than numpy's per-item loop)."""
+    if b.ndim == 2 and a.ndim > 2:
+        a = np.ascontiguousarray(a)
+        y = np.matmul(a.reshape(-1, a.shape[-1]), b)
+        return y.reshape(a.shape[:-1] + (b.shape[-1],))
+    return np.matmul(_blasable(a), _blasable(b))
+
+
 def _mm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     dt = a.dtype
     cdt = compute_dtype(dt)
     if cdt != dt:
-        return np.matmul(a.astype(cdt), b.astype(cdt)).astype(dt)
-    return np.matmul(_blasable(a), _blasable(b))
+        return matmul(a.astype(cdt), b.astype(cdt)).astype(dt)
+    return matmul(a, b)
 
 
 @CPU.kernel("MatMul", since=1, needs_node=True)
@@ -51,7 +61,7 @@ class MatMul:
         if self.b is None:
             return _mm(a, b)
         dt = a.dtype
-        return np.matmul(a.astype(self.b.dtype), self.b).astype(dt)
+        return matmul(a.astype(self.b.dtype), self.b).astype(dt)
 
 
 @CPU.kernel("Gemm", since=1, needs_node=True)
