@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from onnxrt.errors import InvalidArgument, NotImplemented as NotImplementedErr
+from onnxrt.errors import InvalidArgument
 from onnxrt.execute.checks import OutputChecker
 from onnxrt.execute.executor import RunContext, execute_plan
 from onnxrt.execute.parallel import execute_plan_parallel, parallel_info
@@ -42,8 +42,6 @@ class InferenceSession:
         self._sess_options = sess_options if sess_options is not None else SessionOptions()
         self._profiler = None
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
-        self._model_source = path_or_bytes
-        self._model_path = path_or_bytes if isinstance(path_or_bytes, str) else None
         if self._sess_options._load_cancelled:
             from onnxrt.errors import ModelLoadCanceled
 

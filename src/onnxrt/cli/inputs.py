@@ -6,7 +6,6 @@ from typing import Any
 
 import numpy as np
 
-from onnxrt.ir.dtypes import onnx_elem_type  # noqa: F401 - kept for type lookups by callers
 
 _TYPES = {
     "float": np.float32, "double": np.float64, "float16": np.float16, "int64": np.int64,

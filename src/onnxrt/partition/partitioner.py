@@ -14,7 +14,7 @@ from typing import Any, Iterator, Sequence
 import onnx
 from onnx import AttributeProto
 
-from onnxrt.errors import EPFail, InvalidGraph
+from onnxrt.errors import EPFail
 from onnxrt.framework.kernel import KernelDef
 from onnxrt.framework.provider import ExecutionProvider
 from onnxrt.ir.attrs import tensor_to_array

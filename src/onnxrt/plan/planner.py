@@ -436,7 +436,6 @@ class Planner:
         grp = unit.group
         ep = grp.provider
         member_names = {id(m.node) for m in unit.members}
-        produced = set(unit.outputs)
         # values the rest of the graph (or its subgraphs, or the graph outputs) reads
         used_outside: set[str] = {vi.name for vi in graph.output}
         for i, n in enumerate(graph.node):
