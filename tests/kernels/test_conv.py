@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import onnx
 import pytest
@@ -187,3 +189,74 @@ def test_maxpool_int8_and_fp16():
 def test_global_pools(op):
     x = RNG.standard_normal((2, 5, 4, 3)).astype(np.float32)
     _check(*_run_both(helper.make_node(op, ["x"], ["y"]), {"x": x}))
+
+
+EPI_CASES = [
+    # x shape, w shape, attrs: each of Conv's paths
+    ((2, 16, 7, 9), (8, 16, 1, 1), {}),                                           # 1x1
+    ((2, 16, 7, 9), (8, 16, 1, 1), {"strides": [2, 2]}),
+    ((2, 16, 7, 9), (8, 4, 1, 1), {"group": 4}),                                  # grouped 1x1
+    ((2, 5, 23, 9), (4, 5, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 1]}),     # im2col
+    ((2, 8, 10, 7), (12, 2, 3, 3), {"group": 4, "pads": [1, 0, 1, 2]}),           # grouped
+    ((2, 8, 30, 31), (8, 1, 3, 3), {"group": 8, "pads": [1, 1, 1, 1]}),    # depthwise (jit)
+    ((2, 8, 9, 10), (16, 1, 3, 3), {"group": 8, "pads": [1, 1, 1, 1]}),    # depthwise numpy
+    ((1, 3, 6, 5, 4), (4, 3, 3, 3, 3), {"pads": [1] * 6}),                         # 3-D
+]
+
+
+@pytest.mark.parametrize("banded", [False, True])
+@pytest.mark.parametrize("with_z", [False, True])
+@pytest.mark.parametrize("xs,ws,attrs", EPI_CASES)
+def test_conv_fused_epilogue(monkeypatch, xs, ws, attrs, with_z, banded):
+    """Conv.fuse_epilogue (FusedConv's hook): bias, Z and the activation applied per slice
+    equal the same steps applied after the plain convolution."""
+    import types
+
+    from onnxrt.providers.cpu.contrib.fused import activation_fn
+    from onnxrt.providers.cpu.nn import conv
+
+    if banded:
+        monkeypatch.setattr(conv, "_COLS_LIMIT", 4096)
+        monkeypatch.setattr(conv, "_MIN_COLS", 8)
+    x = RNG.standard_normal(xs).astype(np.float32)
+    w = RNG.standard_normal(ws).astype(np.float32)
+    b = RNG.standard_normal(ws[0]).astype(np.float32)
+    node = types.SimpleNamespace(attrs=attrs, constant_inputs={1: w, 2: b})
+    plain = conv.Conv(node)(x, w, b)
+    z = RNG.standard_normal(plain.shape).astype(np.float32) if with_z else None
+    for (act_name, a, bb), named in itertools.product(
+            [("Relu", 0, 0), ("LeakyRelu", 0.1, 0), ("Clip", -0.5, 0.7), ("Sigmoid", 0, 0),
+             (None, 0, 0)], [True, False]):
+        act = activation_fn(act_name, a, bb)
+        ref = plain + (z if with_z else 0)
+        ref = act(ref.copy()) if act is not None else ref
+        k = conv.Conv(node)
+        # named: the compiled epilogue where it has the activation; else NumPy's ufuncs
+        k.fuse_epilogue(act, act_name, (a, bb)) if named else k.fuse_epilogue(act)
+        got = k(x, w, b, z)
+        assert got.dtype == np.float32 and got.shape == ref.shape and got.flags.c_contiguous
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+        if z is not None:   # a Z the epilogue cannot slice (broadcast) still adds
+            got = k(x, w, b, z[:1])
+            ref1 = plain + z[:1]
+            ref1 = act(ref1) if act is not None else ref1
+            np.testing.assert_allclose(got, ref1, rtol=1e-5, atol=1e-5)
+
+
+def test_conv_fused_epilogue_fp16_and_no_bias():
+    import types
+
+    from onnxrt.providers.cpu.contrib.fused import activation_fn
+    from onnxrt.providers.cpu.nn import conv
+
+    x = RNG.standard_normal((2, 6, 9, 8)).astype(np.float16)
+    w = RNG.standard_normal((5, 6, 3, 3)).astype(np.float16)
+    node = types.SimpleNamespace(attrs={"pads": [1, 1, 1, 1]}, constant_inputs={1: w})
+    plain = conv.Conv(node)(x, w)
+    z = RNG.standard_normal(plain.shape).astype(np.float16)
+    k = conv.Conv(node)
+    k.fuse_epilogue(activation_fn("Relu", 0, 0))
+    got = k(x, w, None, z)
+    assert got.dtype == np.float16
+    ref = np.maximum(plain.astype(np.float32) + z.astype(np.float32), 0)
+    np.testing.assert_allclose(got.astype(np.float32), ref, rtol=1e-2, atol=1e-2)

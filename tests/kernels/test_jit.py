@@ -176,12 +176,33 @@ def test_pool_matches_numpy_and_ort(op, xs, attrs, calls):
     x = np.random.default_rng(4).standard_normal(xs).astype(np.float32)
     yj, yn = _both(mb, x)
     strided = any(v != 1 for v in attrs.get("strides", [1]))
-    assert calls == ([] if op == "MaxPool" and strided else ["pool"])  # parity: NumPy path
+    # strided max pooling: its direct kernel (smax)
+    assert calls == (["smax"] if op == "MaxPool" and strided else ["pool"])
     if op == "MaxPool":
         np.testing.assert_array_equal(yj, yn)
     else:
         np.testing.assert_allclose(yj, yn, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(yj, _ort(mb, x), rtol=1e-5, atol=1e-6)
+
+
+@needs_numba
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_strided_maxpool_nan_inf_and_padding(dt, calls):
+    """NaN wins like np.maximum, -inf and +inf pass through, windows at the padded edges."""
+    xs = (2, 3, 13, 12)
+    x = np.random.default_rng(6).standard_normal(xs).astype(dt)
+    x[0, 0, 4, 4] = np.nan
+    x[0, 1, 0, 0] = np.nan
+    x[1, 2, 12, 11] = np.inf
+    x[1, 1] = -np.inf
+    for attrs in ({"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]},
+                  {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1},
+                  {"kernel_shape": [4, 2], "strides": [3, 2], "pads": [2, 0, 1, 1]},
+                  {"kernel_shape": [3, 3], "strides": [2, 2], "dilations": [2, 2]}):
+        mb = _model("MaxPool", xs, dt, attrs)
+        yj, yn = _both(mb, x)
+        np.testing.assert_array_equal(yj, yn)
+    assert calls == ["smax"] * 4
 
 
 @needs_numba

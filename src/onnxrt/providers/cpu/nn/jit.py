@@ -1,5 +1,5 @@
 """Compiled (numba) loop nests for the kernels NumPy cannot make fast: depthwise Conv and
-MaxPool/AveragePool over 1-D and 2-D images.
+MaxPool/AveragePool over 1-D and 2-D images (strided max pooling by its own direct kernel).
 
 numba is optional: nothing here imports it until a session asks for a compiled kernel
 (importing numba costs 0.3-0.6 s, as much as importing onnxrt). Kernels are chosen in the
@@ -34,7 +34,8 @@ import numpy as np
 from onnxrt.execute.threads import default_threads, jit_threads
 from onnxrt.ir.dtypes import np_dtype
 
-__all__ = ["available", "enabled", "set_enabled", "input_dtype", "conv_kernel", "pool_kernel"]
+__all__ = ["available", "enabled", "set_enabled", "input_dtype", "conv_kernel", "pool_kernel",
+           "epilogue_kernel", "EPI_KINDS"]
 
 _HAVE = importlib.util.find_spec("numba") is not None
 _ENABLED = [_HAVE and os.environ.get("ONNXRT_JIT", "1") != "0"]
@@ -287,6 +288,110 @@ def _pool_par(x, out, div, is_max, kh, kw, sh, sw, dh, dw, ph, pw):
         _pool_plane(x, out, div, p, is_max, kh, kw, sh, sw, dh, dw, ph, pw)
 
 
+def _mx(a, v):
+    """max(a, v) with NaN winning like np.maximum; this form vectorizes."""
+    return a if (a >= v or a != a) else v
+
+
+def _smax_plane(x, out, p, kh_n, kw_n, sh, sw, dh, dw, ph, pw):
+    """Plane p of a strided max pool, directly (no padded plane, no stride-1 rows): per
+    output row, the max over its kh input rows (contiguous, vectorized) into a row buffer
+    padded with -inf, then the max over kw taps at stride 1 along that row (vectorized) and
+    every sw-th value picked (measured 2.4x faster than taps gathered at the stride).
+    3x3 windows take fused loops (several times faster than a pass per tap here)."""
+    hh, ww = x.shape[1], x.shape[2]
+    oh_n, ow_n = out.shape[1], out.shape[2]
+    span = (ow_n - 1) * sw + 1                   # stride-1 results the picks read
+    width = max(span + (kw_n - 1) * dw, pw + ww)
+    tmp = np.empty(width, dtype=x.dtype)
+    hrow = np.empty(span, dtype=x.dtype)
+    ninf = x.dtype.type(-np.inf)
+    for i in range(width):
+        tmp[i] = ninf
+    mid = tmp[pw:pw + ww]
+    xc = x[p]
+    o = out[p]
+    for oh in range(oh_n):
+        h0 = oh * sh - ph
+        if kh_n == 3 and h0 >= 0 and h0 + 2 * dh < hh:
+            r0, r1, r2 = xc[h0], xc[h0 + dh], xc[h0 + 2 * dh]
+            for i in range(ww):
+                mid[i] = _mx(_mx(r0[i], r1[i]), r2[i])
+        else:
+            first = True
+            for k in range(kh_n):
+                ih = h0 + k * dh
+                if ih < 0 or ih >= hh:
+                    continue
+                r = xc[ih]
+                if first:
+                    for i in range(ww):
+                        mid[i] = r[i]
+                    first = False
+                else:
+                    for i in range(ww):
+                        mid[i] = _mx(mid[i], r[i])
+            if first:    # a window of padding only: -inf, like the NumPy path
+                for i in range(ww):
+                    mid[i] = ninf
+        if kw_n == 3:
+            t0, t1, t2 = tmp[0:span], tmp[dw:dw + span], tmp[2 * dw:2 * dw + span]
+            for i in range(span):
+                hrow[i] = _mx(_mx(t0[i], t1[i]), t2[i])
+        else:
+            for i in range(span):
+                hrow[i] = tmp[i]
+            for k in range(1, kw_n):
+                t1 = tmp[k * dw:k * dw + span]
+                for i in range(span):
+                    hrow[i] = _mx(hrow[i], t1[i])
+        row = o[oh]
+        for i in range(ow_n):
+            row[i] = hrow[i * sw]
+
+
+def _smax_ser(x, out, kh, kw, sh, sw, dh, dw, ph, pw):
+    for p in range(out.shape[0]):
+        _smax_plane(x, out, p, kh, kw, sh, sw, dh, dw, ph, pw)
+
+
+def _smax_par(x, out, kh, kw, sh, sw, dh, dw, ph, pw):
+    for p in _prange(out.shape[0]):
+        _smax_plane(x, out, p, kh, kw, sh, sw, dh, dw, ph, pw)
+
+
+def _epi_image(y, i, c0, c1, b, z, has_z, kind, alpha, beta):
+    """Conv's epilogue on columns c0:c1 of image i of y (N, M, L), in place and in one pass:
+    + b[m], + z (same shape as y) when has_z, then the activation ``kind`` (0 none, 1 Relu,
+    2 LeakyRelu(alpha), 3 Clip(alpha, beta)); NaN passes through like NumPy's."""
+    n = c1 - c0
+    for m in range(y.shape[1]):
+        r = y[i, m, c0:c1]
+        bm = b[m]
+        if has_z:
+            zr = z[i, m, c0:c1]
+            for j in range(n):
+                r[j] = r[j] + bm + zr[j]
+            bm = b.dtype.type(0)    # added: the loop below only activates
+            if kind == 0:
+                continue
+        if kind == 1:
+            for j in range(n):
+                v = r[j] + bm
+                r[j] = 0.0 if v < 0 else v
+        elif kind == 0:
+            for j in range(n):
+                r[j] = r[j] + bm
+        elif kind == 2:
+            for j in range(n):
+                v = r[j] + bm
+                r[j] = v * alpha if v < 0 else v
+        else:
+            for j in range(n):
+                v = r[j] + bm
+                v = alpha if v < alpha else v
+                r[j] = beta if v > beta else v
+
 # -- loading and running ---------------------------------------------------------------------
 
 def _njit(numba: Any, fn: Callable, **kw: Any) -> Any:
@@ -314,11 +419,14 @@ def _load() -> dict[str, Any] | None:
         _prange = numba.prange
         # the plane functions, compiled into their callers (resolved as globals at compile)
         g = globals()
-        for f in (_fill, _conv_plane, _dwcl_image, _pool_step, _pool_plane):
+        for f in (_fill, _conv_plane, _dwcl_image, _pool_step, _pool_plane, _smax_plane):
             g[f.__name__] = numba.njit(f)
+        g["_mx"] = numba.njit(inline="always")(_mx)     # else its loops do not vectorize
         built = {}
+        built["epi"] = (_njit(numba, _epi_image),)
         for key, ser, par in (("conv", _conv_ser, _conv_par), ("dwcl", _dwcl_ser, _dwcl_par),
-                              ("pool", _pool_ser, _pool_par)):
+                              ("pool", _pool_ser, _pool_par),
+                              ("smax", _smax_ser, _smax_par)):
             built[key] = (_njit(numba, ser), _njit(numba, par, parallel=True))
         built["numba"] = numba
         _K.update(built)
@@ -431,16 +539,39 @@ def conv_kernel(w: np.ndarray, group: int) -> JitConv | None:
     return JitConv(np.asarray(w), group, kernel)
 
 
+# -- Conv's epilogue ---------------------------------------------------------------------------
+
+EPI_KINDS = {None: 0, "Relu": 1, "LeakyRelu": 2, "Clip": 3}
+
+
+def epilogue_kernel(dtype: Any) -> Callable | None:
+    """The compiled epilogue (_epi_image) for float32/float64 outputs, loaded or compiled
+    now; None without numba. Arguments: (y, i, c0, c1, bias, z, has_z, kind, alpha, beta)."""
+    if not _ready(dtype):
+        return None
+    fn = _K["epi"][0]
+    dt = np.dtype(dtype)
+    y = np.zeros((1, 1, 1), dt)
+    fn(y, 0, 0, 1, np.zeros(1, dt), y, False, 0, dt.type(0), dt.type(0))   # warm
+    return fn
+
+
 # -- MaxPool / AveragePool ------------------------------------------------------------------
 
 class JitPool:
     """Max or average pooling of float32/float64 (N, C, H, W) or (N, C, W) inputs."""
 
-    def __init__(self, is_max: bool, dtype: np.dtype) -> None:
+    def __init__(self, is_max: bool, dtype: np.dtype, strided: bool = False) -> None:
         self.is_max = int(is_max)
         self.dtype = dt = np.dtype(dtype)
         self.par = _PARALLEL[0]
+        # strided max pooling: the direct kernel (_smax_plane) instead of the stride-1 pass
+        self.smax = bool(is_max and strided)
         x = np.zeros((1, 2, 2), dt)
+        if self.smax:
+            for fn in _versions("smax", self.par):
+                fn(x, np.empty((1, 1, 1), dt), 1, 1, 1, 1, 1, 1, 0, 0)
+            return
         for fn in _versions("pool", self.par):
             fn(x, np.empty((1, 1, 1), dt), np.ones((1, 1), dt), self.is_max, 1, 1, 1, 1, 1, 1,
                0, 0)
@@ -453,6 +584,10 @@ class JitPool:
         x3 = np.ascontiguousarray(x).reshape(n * c, 1 if x.ndim == 3 else x.shape[2],
                                              x.shape[-1])
         out = np.empty((n * c, o[0], o[1]), dtype=x.dtype)
+        if self.smax:
+            _call("smax", out.size * (k[0] + k[1]), (x3, out, k[0], k[1], s[0], s[1], d[0], d[1],
+                                                     b[0], b[1]), self.par)
+            return out.reshape((n, c) + tuple(geo.out))
         if div is None:
             div = np.ones((1, 1), x.dtype)
         else:
@@ -465,13 +600,13 @@ class JitPool:
 def pool_kernel(is_max: bool, dtype: Any, kernel: Any, strides: Any) -> JitPool | None:
     """A compiled max/average pool for float32/float64 input (``dtype`` from the node's
     input type) where it wins by measurement: overlapping windows at stride 1 (0.55-0.75x
-    the NumPy path), and strided overlapping averages (0.8x). Strided max pooling is at
-    parity and non-overlapping windows (2x2/2) are faster on the NumPy path (1.3x): both
-    stay there."""
+    the NumPy path), strided overlapping averages (0.8x) and strided overlapping max
+    pooling (its direct kernel _smax_plane: 0.4-0.5x the NumPy path, about onnxruntime's
+    time on squeezenet's and resnet's 3x3/2). Non-overlapping windows (2x2/2) are faster on
+    the NumPy path (1.3x) and stay there."""
     if not kernel or not _ready(dtype):
         return None
     strides = list(strides or [1] * len(kernel))
-    if (len(kernel) not in (1, 2) or all(k <= s for k, s in zip(kernel, strides))
-            or (is_max and any(s != 1 for s in strides))):
+    if len(kernel) not in (1, 2) or all(k <= s for k, s in zip(kernel, strides)):
         return None
-    return JitPool(is_max, dtype)
+    return JitPool(is_max, dtype, any(s != 1 for s in strides))
