@@ -190,10 +190,13 @@ def gpt2_mlp_model(batch=2, seq=8, d=32) -> onnx.ModelProto:
                    [helper.make_tensor_value_info("y", TP.FLOAT, ["batch", seq, d])], 13)
 
 
-def gpt2_block_model(batch=2, seq=8, d=32, heads=4, static=True) -> onnx.ModelProto:
+def gpt2_block_model(batch=2, seq=8, d=32, heads=4, static=True, hf_slices=False,
+                     row_start: int = 0) -> onnx.ModelProto:
     """A GPT-2 block as the TorchScript exporter writes it: Conv1D (MatMul+Add) packed QKV
     and Split, causal Where over a slice of the constant ``bias`` buffer, additive padding
-    mask, tanh GELU MLP, pre-LayerNorm residuals."""
+    mask, tanh GELU MLP, pre-LayerNorm residuals. ``hf_slices``: the causal slice as
+    transformers writes it, ``bias[:, :, L - S:L, :L]`` (one Slice per axis, S and L from
+    their own Shape nodes); ``row_start`` shifts the rows (then no longer causal)."""
     opset, hd = 14, d // heads
     b = Builder(5)
     x = "x"
@@ -212,9 +215,17 @@ def gpt2_block_model(batch=2, seq=8, d=32, heads=4, static=True) -> onnx.ModelPr
              b.const(np.float32(math.sqrt(hd))))
     buf = b.const(np.tril(np.ones((1, 1, 64, 64), bool)), "bias_buffer")
     n_q = shape_of(b, x, 1, opset)
-    causal = b.op("Slice", buf, b.const(np.array([0, 0], np.int64)), b.op("Concat", n_q, n_q,
-                                                                         axis=0),
-                  b.const(np.array([2, 3], np.int64)))
+    if hf_slices:
+        n_k = shape_of(b, x, 1, opset)
+        start = b.op("Sub", n_k, n_q)
+        if row_start:
+            start = b.op("Add", start, b.const(np.array([row_start], np.int64)))
+        rows = b.op("Slice", buf, start, n_k, b.const(np.array([2], np.int64)))
+        causal = b.op("Slice", rows, b.const(np.array([0], np.int64)), n_k,
+                      b.const(np.array([-1], np.int64)), b.const(np.array([1], np.int64)))
+    else:
+        causal = b.op("Slice", buf, b.const(np.array([row_start, 0], np.int64)),
+                      b.op("Concat", n_q, n_q, axis=0), b.const(np.array([2, 3], np.int64)))
     s = b.op("Where", causal, s, b.const(np.float32(np.finfo(np.float32).min)))
     p = b.op("Softmax", b.op("Add", s, mask), axis=-1)
     ctx = b.op("Transpose", b.op("MatMul", p, heads_of[2]), perm=[0, 2, 1, 3])

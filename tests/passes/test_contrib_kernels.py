@@ -72,8 +72,14 @@ def test_fused_gemm(act):
     _close(ours, ref, 1e-5, 1e-5)
 
 
-def test_gelus():
+@pytest.mark.parametrize("jit_on", [True, False])
+def test_gelus(jit_on, monkeypatch):
+    """The erf GELUs compiled (numba) and in NumPy; inputs across both erf pieces, the
+    saturated range and specials."""
+    from onnxrt.providers.cpu.nn import jit
+    monkeypatch.setattr(jit, "_ENABLED", [jit_on and jit.available()])
     x, bias = f32(3, 5, 8) * 3, f32(8)
+    x[0, 0] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 12.0, -12.0, 1.4142135]
     for op, ins in (("Gelu", {"x": x}), ("FastGelu", {"x": x}), ("FastGelu", {"x": x, "b": bias}),
                     ("BiasGelu", {"x": x, "b": bias}), ("QuickGelu", {"x": x})):
         ours, ref = _run_both(op, ins)
@@ -120,3 +126,49 @@ def test_multi_head_attention_bias_and_padding():
            "kpm": lengths, "ab": f32(1, n, s, l)}
     ours, ref = _run_both("MultiHeadAttention", ins, num_heads=n)
     _close(ours, ref, 1e-4, 1e-5)
+
+
+@pytest.mark.parametrize("jit_on", [True, False])
+@pytest.mark.parametrize("act,params", [("Relu", None), ("LeakyRelu", [0.1]),
+                                        ("Clip", [-0.5, 0.7]), ("Sigmoid", None),
+                                        ("HardSigmoid", [0.3, 0.4]), (None, None)])
+def test_fused_conv_channel_affine(act, params, jit_on, monkeypatch):
+    """A depthwise 1x1 FusedConv with constant weights (BatchNormalization -> activation
+    fused) runs as a per-channel scale and shift; with Z, the convolution path."""
+    from onnx import numpy_helper
+
+    from onnxrt.providers.cpu.nn import jit
+    monkeypatch.setattr(jit, "_ENABLED", [jit_on and jit.available()])
+    c = 5
+    x, z = f32(3, c, 6, 7), f32(3, c, 6, 7)
+    x[0, 0, 0, :3] = [np.nan, -0.0, np.inf]
+    kw = {"activation_params": params} if params else {}
+    if act:
+        kw["activation"] = act
+    inits = [numpy_helper.from_array(f32(c, 1, 1, 1), "w"), numpy_helper.from_array(f32(c), "b")]
+    for with_z in (False, True):
+        node = helper.make_node("FusedConv", ["x", "w", "b"] + (["z"] if with_z else []),
+                                ["y"], domain="com.microsoft", group=c, kernel_shape=[1, 1],
+                                **kw)
+        ins = [helper.make_tensor_value_info("x", TP.FLOAT, ["n", c, 6, 7])]
+        if with_z:
+            ins.append(helper.make_tensor_value_info("z", TP.FLOAT, ["n", c, 6, 7]))
+        g = helper.make_graph([node], "g", ins,
+                              [helper.make_tensor_value_info("y", TP.FLOAT, None)], inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                                helper.make_opsetid("com.microsoft", 1)])
+        m.ir_version = 8
+        feeds = {"x": x, "z": z} if with_z else {"x": x}
+        so = onnxruntime.SessionOptions()
+        so.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
+        ref = onnxruntime.InferenceSession(m.SerializeToString(), so,
+                                           providers=["CPUExecutionProvider"]).run(None, feeds)
+        sess = ort.InferenceSession(m.SerializeToString())
+        kernel = sess._plan.steps[0].fn
+        assert kernel.affine is not None
+        assert (kernel.affine.loop is not None) == (jit_on and jit.available()
+                                                    and act not in ("Sigmoid", "HardSigmoid"))
+        for _ in range(2):   # the kernel leaves its input alone
+            ours = sess.run(None, feeds)
+            np.testing.assert_allclose(ours[0], ref[0], rtol=1e-5, atol=1e-6)
+            assert ours[0].dtype == np.float32 and ours[0].shape == x.shape

@@ -206,10 +206,55 @@ def test_conv_add_relu_residual_and_channel_affine():
              b.const(rand(4, 1, 1, seed=6)))
     b.nodes[-1].output[0] = "y"
     m = b.model([vi("x", [1, 4, 5, 5])], [vi("y", [1, 4, 5, 5])], 13)
-    opt = check(m, {"x": rand(1, 4, 5, 5)}, expect={"FusedConv": 1, "BatchNormalization": 1,
-                                                    "Conv": 1}, absent=("Mul", "Add"))
-    fc = next(n for n in opt.graph.node if n.op_type == "FusedConv")
-    assert len(fc.input) == 4   # the residual is FusedConv's Z
+    # the BN with its affine folded in, then Relu: a per-channel (depthwise 1x1) FusedConv
+    opt = check(m, {"x": rand(1, 4, 5, 5)}, expect={"FusedConv": 2, "Conv": 1},
+                absent=("Mul", "Add", "BatchNormalization"))
+    fc = [n for n in opt.graph.node if n.op_type == "FusedConv"]
+    assert len(fc[0].input) == 4   # the residual is FusedConv's Z
+    assert len(fc[1].input) == 3 and helper.get_attribute_value(
+        next(a for a in fc[1].attribute if a.name == "group")) == 4
+
+
+@pytest.mark.parametrize("skip_batch", ["n", "m"])
+def test_residual_into_fused_conv_at_a_symbolic_batch(skip_batch):
+    """Conv -> Add(skip) -> Relu fuses when the shapes are equal symbolically (the same
+    batch symbol), not when the skip's batch is another symbol (it may broadcast)."""
+    b = Builder()
+    t = b.op("Conv", "x", b.weight(4, 4, 3, 3), b.weight(4), pads=[1, 1, 1, 1])
+    b.op("Relu", b.op("Add", t, "skip"))
+    b.nodes[-1].output[0] = "y"
+    m = b.model([vi("x", ["n", 4, 5, 5]), vi("skip", [skip_batch, 4, 5, 5])],
+                [vi("y", ["n", 4, 5, 5])], 13)
+    feeds = {"x": rand(2, 4, 5, 5), "skip": rand(2, 4, 5, 5, seed=1)}
+    if skip_batch == "n":
+        opt = check(m, feeds, expect={"FusedConv": 1}, absent=("Add", "Relu", "Conv"))
+        assert len(opt.graph.node[0].input) == 4
+    else:
+        check(m, feeds, expect={"Conv": 1, "Add": 1, "Relu": 1}, absent=("FusedConv",))
+        check(m, {"x": rand(2, 4, 5, 5), "skip": rand(1, 4, 5, 5, seed=1)})
+
+
+@pytest.mark.parametrize("act", ["Relu", "Clip", "Sigmoid"])
+def test_bn_activation_without_conv(act):
+    """densenet's Concat -> BatchNormalization -> Relu: a depthwise 1x1 FusedConv; a BN
+    without an activation stays."""
+    b = Builder()
+    t = b.op("Concat", "x", b.op("Sigmoid", "x"), axis=1)
+    t = _bn(b, t, 8)
+    if act == "Clip":
+        t = b.op("Clip", t, b.const(np.float32(0.0)), b.const(np.float32(6.0)))
+    else:
+        t = b.op(act, t)
+    t = b.op("Conv", t, b.weight(4, 8, 1, 1))
+    u = _bn(b, b.op("Concat", t, "x", axis=1), 8, seed=3)
+    b.op("Add", u, b.op("Relu", _bn(b, u, 8, seed=4)))
+    b.nodes[-1].output[0] = "y"
+    m = b.model([vi("x", ["n", 4, 5, 5])], [vi("y", ["n", 8, 5, 5])], 13)
+    opt = check(m, {"x": rand(2, 4, 5, 5)}, expect={"FusedConv": 2, "BatchNormalization": 1,
+                                                    "Conv": 1})
+    fc = [n for n in opt.graph.node if n.op_type == "FusedConv"]
+    assert [helper.get_attribute_value(next(a for a in n.attribute if a.name == "group"))
+            for n in fc] == [8, 8]
 
 
 def test_gemm_activation_and_matmul_add():
@@ -278,17 +323,27 @@ def test_bert_encoder(torchscript, static):
                                    "BiasGelu": 2}, absent=("Softmax", "Erf", "ReduceMean"))
 
 
-@pytest.mark.parametrize("static", [True, False])
-def test_gpt2_block(static):
-    m = gpt2_block_model(static=static)
-    expect = {"FastGelu": 1, "LayerNormalization": 1, "SkipLayerNormalization": 1}
-    if static:   # the causal slice folds to a constant: unidirectional attention
-        expect["Attention"] = 1
-    opt = check(m, bert_feeds(), expect=expect)
-    if static:
-        att = next(n for n in opt.graph.node if n.op_type == "Attention")
-        assert helper.get_attribute_value(
-            next(a for a in att.attribute if a.name == "unidirectional")) == 1
+@pytest.mark.parametrize("static,hf_slices", [(True, False), (False, False), (False, True)])
+def test_gpt2_block(static, hf_slices):
+    """Unidirectional attention from the causal slice of GPT-2's ``bias`` buffer: a constant
+    at static shapes, Slice nodes with ends computed from shapes at dynamic ones."""
+    m = gpt2_block_model(static=static, hf_slices=hf_slices)
+    expect = {"FastGelu": 1, "LayerNormalization": 1, "SkipLayerNormalization": 1,
+              "Attention": 1}
+    opt = check(m, bert_feeds(), expect=expect, absent=("Where", "Slice", "Softmax"))
+    att = next(n for n in opt.graph.node if n.op_type == "Attention")
+    assert helper.get_attribute_value(
+        next(a for a in att.attribute if a.name == "unidirectional")) == 1
+    # other sequence lengths and batches through the same dynamic model
+    if not static:
+        check(m, bert_feeds(batch=3, seq=5), expect=expect)
+
+
+@pytest.mark.parametrize("hf_slices", [False, True])
+def test_gpt2_shifted_slice_is_not_causal(hf_slices):
+    """Rows of the buffer starting past L - S are another mask: no unidirectional fusion."""
+    m = gpt2_block_model(static=False, hf_slices=hf_slices, row_start=1)
+    assert ops(optimize(m, 99)[0])["Attention"] == 0
 
 
 def test_attention_without_mask():

@@ -16,12 +16,14 @@ query length, so a mask broadcast over queries (BERT's (B,1,1,L)) is expanded fi
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import onnx
 from onnx import TensorProto as TP
 from onnx import helper
 
-from onnxrt.passes.graph import MS_DOMAIN, Graph, attr
+from onnxrt.passes.graph import MS_DOMAIN, Graph, attr, same_dim
 
 __all__ = ["fuse_attention"]
 
@@ -169,11 +171,15 @@ def _fuse_one(g: Graph, sm: onnx.NodeProto) -> bool:
         else:
             return False
     causal = 0
+    causal_slice = None
     wh = _prod(g, x, "Where", None)
     if wh is not None and g.only_use(x):
-        # GPT-2: Where(tril(ones) slice of a constant buffer, scores, finfo.min)
+        # GPT-2: Where(tril(ones) slice of a constant buffer, scores, finfo.min); the slice
+        # is a constant at static shapes, Slice nodes with computed ends at dynamic ones
         if not _is_causal(g, wh):
-            return False
+            causal_slice = _causal_slice(g, wh)
+            if causal_slice is None:
+                return False
         causal, x = 1, wh.input[1]
         nodes.append(wh)
     scale = 1.0
@@ -212,6 +218,15 @@ def _fuse_one(g: Graph, sm: onnx.NodeProto) -> bool:
                 return False
     new_nodes: list[onnx.NodeProto] = []
     packed = _packed_projection(g, q, k, v, [q_nodes[0], k_nodes[0], v_nodes[0]])
+    if causal_slice is not None:
+        # the sliced buffer is the causal mask when it is (S, L) with S = L: self-attention
+        # (Q and K from one input, or of one symbolic length) and ends of that length
+        sq = g.shape(packed[0] if packed else q)
+        sk = g.shape(packed[0] if packed else k)
+        if sq is None or sk is None or len(sq) != 3 or len(sk) != 3 or \
+                not same_dim(sq[1], sk[1]) or not all(same_dim(e, sq[1])
+                                                       for e in causal_slice):
+            return False
     if mask is not None:   # the query length comes from a value that stays in the graph
         mask = _attention_bias(g, mask, packed[0] if packed else q, nq, new_nodes)
         if mask is None:
@@ -258,6 +273,99 @@ def _is_causal(g: Graph, wh: onnx.NodeProto) -> bool:
     sq, lk = cond.shape[-2:]
     tril = np.tril(np.ones((sq, lk), bool), k=lk - sq)
     return bool(np.array_equal(cond.reshape(sq, lk), tril))
+
+
+def _causal_slice(g: Graph, wh: onnx.NodeProto) -> tuple[Any, Any] | None:
+    """For Where(Slice(tril buffer)[, Slice], scores, fill) with the slices starting at 0 on
+    the last two axes (GPT-2's ``bias[:, :, L - S:L, :L]`` at S = L): the ends (rows, cols) of
+    the slice, as ints or symbols, for the caller to compare with the query length."""
+    fill = g.scalar(wh.input[2])
+    if fill is None or fill > -1e4:
+        return None
+    name, ends = wh.input[0], {}
+    while True:
+        sl = _prod(g, name, "Slice", None)
+        if sl is None:
+            break
+        if len(sl.input) < 4 or not sl.input[3] or (len(sl.input) > 4 and sl.input[4] and (
+                g.const(sl.input[4]) is None or np.any(g.const(sl.input[4]) != 1))):
+            return None
+        starts, stops, axes = (_sym_value(g, x) for x in sl.input[1:4])
+        if axes is None or starts is None or stops is None or \
+                not (len(axes) == len(starts) == len(stops)):
+            return None
+        for a, st, e in zip(axes, starts, stops):
+            if not isinstance(a, int) or a not in (2, 3, -2, -1) or st != 0:
+                return None
+            a = a % 4
+            if a in ends:
+                return None
+            ends[a] = e
+        name = sl.input[0]
+    cond = g.const(name)
+    if cond is None or cond.dtype != np.bool_ or cond.ndim != 4 or \
+            any(d != 1 for d in cond.shape[:2]) or cond.shape[2] != cond.shape[3]:
+        return None
+    m = cond.shape[2]
+    if not np.array_equal(cond.reshape(m, m), np.tril(np.ones((m, m), bool))):
+        return None
+    if 2 not in ends or 3 not in ends:
+        return None
+    return ends[2], ends[3]
+
+
+def _sym_value(g: Graph, name: str, depth: int = 0) -> list[Any] | None:
+    """A small int vector computed from shapes, as ints and dim symbols: constants,
+    Shape, Gather, Unsqueeze/Squeeze/Reshape/Cast/Identity of one element, Concat, and
+    Sub/Add (symbols only where they cancel: L - L = 0)."""
+    c = g.const(name)
+    if c is not None:
+        if c.dtype.kind not in "iu" or c.ndim > 1:
+            return None
+        return [int(v) for v in c.reshape(-1)]
+    p = g.producer(name)
+    if p is None or p.domain not in ("", "ai.onnx") or depth > 8:
+        return None
+    op = p.op_type
+    if op == "Shape":
+        s = g.shape(p.input[0])
+        if s is None or any(d is None for d in s):
+            return None
+        r = len(s)
+        st, en = int(attr(p, "start", 0)), attr(p, "end", None)
+        st = min(max(st + r if st < 0 else st, 0), r)
+        en = r if en is None else min(max(int(en) + r if int(en) < 0 else int(en), 0), r)
+        return list(s[st:en])
+    if op in ("Unsqueeze", "Squeeze", "Reshape", "Cast", "Identity"):
+        v = _sym_value(g, p.input[0], depth + 1)
+        return v if v is not None and len(v) == 1 else None
+    if op == "Gather":
+        v, i = _sym_value(g, p.input[0], depth + 1), g.const(p.input[1])
+        if v is None or i is None or attr(p, "axis", 0) != 0 or i.dtype.kind not in "iu":
+            return None
+        try:
+            return [v[int(j)] for j in i.reshape(-1)]
+        except IndexError:
+            return None
+    if op == "Concat":
+        out: list[Any] = []
+        for x in p.input:
+            v = _sym_value(g, x, depth + 1)
+            if v is None:
+                return None
+            out += v
+        return out
+    if op in ("Sub", "Add"):
+        a, b = (_sym_value(g, x, depth + 1) for x in p.input)
+        if a is None or b is None or len(a) != 1 or len(b) != 1:
+            return None
+        if isinstance(a[0], int) and isinstance(b[0], int):
+            return [a[0] - b[0] if op == "Sub" else a[0] + b[0]]
+        if op == "Sub" and isinstance(a[0], str) and a[0] == b[0]:
+            return [0]
+        if b[0] == 0:
+            return a
+    return None
 
 
 def _packed_projection(g: Graph, q: str, k: str, v: str, users: list[onnx.NodeProto]

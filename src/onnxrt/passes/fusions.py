@@ -1,4 +1,5 @@
-"""Extended-level fusions: weights folded into Conv, activations into FusedConv/FusedGemm,
+"""Extended-level fusions: weights folded into Conv, activations into FusedConv/FusedGemm
+(BatchNormalization -> activation too, as a per-channel FusedConv),
 MatMul+Add into Gemm, GELU (erf and tanh forms), LayerNormalization, SkipLayerNormalization.
 
 Fused ops use onnxruntime's com.microsoft names, inputs and attributes, so an optimized model
@@ -17,11 +18,12 @@ from onnx import TensorProto as TP
 from onnx import helper
 
 from onnxrt.passes.attention import fuse_attention
-from onnxrt.passes.graph import MS_DOMAIN, Graph, attr
+from onnxrt.passes.graph import MS_DOMAIN, Graph, attr, same_dim, same_shape
 
 __all__ = ["fuse_conv_bn", "fuse_conv_add", "fuse_conv_mul", "fuse_bn_mul_add",
-           "fuse_conv_activation", "fuse_gemm_activation", "fuse_matmul_add", "fuse_gelu", "fuse_fast_gelu",
-           "fuse_bias_gelu", "fuse_layer_norm", "fuse_rms_norm", "fuse_skip_layer_norm", "fuse_attention"]
+           "fuse_conv_activation", "fuse_bn_activation", "fuse_gemm_activation",
+           "fuse_matmul_add", "fuse_gelu", "fuse_fast_gelu", "fuse_bias_gelu",
+           "fuse_layer_norm", "fuse_rms_norm", "fuse_skip_layer_norm", "fuse_attention"]
 
 
 def is_op(n: onnx.NodeProto | None, *ops: str) -> bool:
@@ -280,9 +282,9 @@ def fuse_conv_activation(g: Graph) -> bool:
         z = None
         if is_op(nxt, "Add", "Sum") and len(nxt.input) == 2 and nxt.input[0] != nxt.input[1]:
             z = other_input(nxt, out)
-            s_out, s_z = g.shape(out), g.shape(z)
-            if s_out is None or s_z is None or tuple(s_out) != tuple(s_z) or \
-                    not all(isinstance(d, int) for d in s_out) or not g.only_use(nxt.output[0]):
+            # onnxruntime's FusedConv adds Z without broadcasting: equal shapes, where a
+            # symbolic batch ("N") counts as equal to itself
+            if not same_shape(g.shape(out), g.shape(z)) or not g.only_use(nxt.output[0]):
                 continue
             dead.append(nxt)
             nxt = g.consumers(nxt.output[0])[0]
@@ -305,6 +307,49 @@ def fuse_conv_activation(g: Graph) -> bool:
                     activation_params=params if params else None)
         _copy_attrs(conv, new)
         g.replace(dead, new, last)
+        g.uses_domain(MS_DOMAIN)
+        changed = True
+    return changed
+
+
+def fuse_bn_activation(g: Graph) -> bool:
+    """BatchNormalization (inference, not after a Conv it folds into) -> activation into a
+    per-channel FusedConv: a depthwise 1x1 convolution is the same affine map (weight
+    scale / sqrt(var + eps), bias shift), and FusedConv applies the activation in the same
+    pass (densenet: Concat -> BN -> Relu -> Conv). float32 images only."""
+    changed = False
+    for bn in list(g.nodes):
+        if not is_op(bn, "BatchNormalization") or len(bn.input) != 5 or \
+                not _float32(g, bn.input[0]):
+            continue
+        if attr(bn, "training_mode", 0) or attr(bn, "spatial", 1) != 1 or \
+                not _unused(g, list(bn.output[1:])):
+            continue
+        s = g.shape(bn.input[0])
+        if s is None or not 3 <= len(s) <= 5:
+            continue
+        act_node = sole_consumer(g, bn.output[0], "Relu", "Clip", "LeakyRelu", "Sigmoid",
+                                 "Tanh", "HardSigmoid")
+        act = _activation(g, act_node) if act_node is not None else None
+        ps = [g.const(x) for x in bn.input[1:]]
+        if act is None or any(p is None for p in ps):
+            continue
+        scale, bias, mean, var = (np.asarray(p, np.float64).reshape(-1) for p in ps)
+        m = scale.size
+        if not all(p.size == m for p in (bias, mean, var)) or (
+                isinstance(s[1], int) and s[1] != m):
+            continue
+        mul = scale / np.sqrt(var + float(attr(bn, "epsilon", 1e-5)))
+        spatial = len(s) - 2
+        w = g.add_const(mul.astype(np.float32).reshape((m, 1) + (1,) * spatial), "bn_scale")
+        b = g.add_const((bias - mean * mul).astype(np.float32), "bn_shift")
+        act_name, params = act
+        new = _node("FusedConv", [bn.input[0], w, b], [act_node.output[0]],
+                    (bn.name or "bn") + "_fused", MS_DOMAIN, activation=act_name,
+                    activation_params=params if params else None, group=m,
+                    kernel_shape=[1] * spatial, strides=[1] * spatial,
+                    pads=[0] * (2 * spatial), dilations=[1] * spatial)
+        g.replace([bn, act_node], new, act_node)
         g.uses_domain(MS_DOMAIN)
         changed = True
     return changed
@@ -360,9 +405,9 @@ def fuse_matmul_add(g: Graph) -> bool:
             continue
         n_dim = b_shape[1]
         m_dim = a_shape[0]
-        ok = (len(c_shape) == 1 and c_shape[0] == n_dim and isinstance(n_dim, int)) or (
-            len(c_shape) == 2 and c_shape[1] == n_dim and isinstance(n_dim, int)
-            and (c_shape[0] == 1 or (c_shape[0] == m_dim and isinstance(m_dim, int))))
+        ok = (len(c_shape) == 1 and same_dim(c_shape[0], n_dim)) or (
+            len(c_shape) == 2 and same_dim(c_shape[1], n_dim)
+            and (c_shape[0] == 1 or same_dim(c_shape[0], m_dim)))
         if not ok or g.elem_type(c) != g.elem_type(mm.input[0]):
             continue
         new = _node("Gemm", [mm.input[0], mm.input[1], c], [add.output[0]],

@@ -16,7 +16,7 @@ from onnx import AttributeProto, helper, numpy_helper
 
 from onnxrt.ir.attrs import attribute_value, tensor_to_array
 
-__all__ = ["Graph", "MS_DOMAIN", "attr", "subgraph_reads"]
+__all__ = ["Graph", "MS_DOMAIN", "attr", "same_dim", "same_shape", "subgraph_reads"]
 
 MS_DOMAIN = "com.microsoft"
 
@@ -26,6 +26,21 @@ def attr(node: onnx.NodeProto, name: str, default: Any = None) -> Any:
         if a.name == name:
             return attribute_value(a)
     return default
+
+
+def same_dim(a: Any, b: Any) -> bool:
+    """Two dims of ``Graph.shape`` are known to be equal: the same number, or the same
+    symbol (``dim_param``: one name means one size within a model; shape inference's
+    ``unk__`` names are unique to one unknown). Unknown dims (None) are never equal."""
+    if isinstance(a, str):
+        return a == b
+    return a is not None and a == b and not isinstance(b, str)
+
+
+def same_shape(a: tuple[Any, ...] | None, b: tuple[Any, ...] | None) -> bool:
+    """Two shapes of ``Graph.shape`` are known to be equal, dim by dim (symbols too)."""
+    return a is not None and b is not None and len(a) == len(b) and \
+        all(same_dim(x, y) for x, y in zip(a, b))
 
 
 def subgraph_reads(node: onnx.NodeProto) -> set[str]:

@@ -9,14 +9,15 @@ Gemm+activation, LayerNorm before SkipLayerNorm).
 
 from __future__ import annotations
 
-from typing import Callable
+import math
+from typing import Any, Callable
 
 import onnx
 
 from onnxrt.passes import constant_folding as cf
 from onnxrt.passes import elimination as el
 from onnxrt.passes import fusions as fu
-from onnxrt.passes.graph import Graph
+from onnxrt.passes.graph import Graph, attr
 
 __all__ = ["PASSES", "optimize"]
 
@@ -44,6 +45,7 @@ PASSES: list[tuple[str, int, Callable[[Graph], bool]]] = [
     ("SkipLayerNormFusion", EXTENDED, fu.fuse_skip_layer_norm),
     ("AttentionFusion", EXTENDED, fu.fuse_attention),
     ("ConvActivationFusion", EXTENDED, fu.fuse_conv_activation),
+    ("BatchNormActivationFusion", EXTENDED, fu.fuse_bn_activation),
     ("GemmActivationFusion", EXTENDED, fu.fuse_gemm_activation),
 ]
 
@@ -93,6 +95,83 @@ def _infer_types(g: Graph, model: onnx.ModelProto) -> None:
     for vi in inferred.graph.value_info:
         if vi.name not in g.types and vi.HasField("type"):
             g.types[vi.name] = vi.type
+    _resolve_reshape_symbols(g)
+
+
+def _reshaped_symbol(s_in: tuple, target: list[int], allowzero: int) -> tuple[int, Any] | None:
+    """(position, dim) of the -1 of a Reshape target where ONNX shape inference leaves it
+    unknown although the input's symbols settle it: (N, 240, 28, 28) -> (-1, 3, 80, 28, 28)
+    keeps N there (the volume of the known dims is equal on both sides)."""
+    if target.count(-1) != 1:
+        return None
+    sym_in = [d for d in s_in if not isinstance(d, int)]
+    if any(d is None for d in sym_in):
+        return None
+    int_in = math.prod(d for d in s_in if isinstance(d, int))
+    if int_in == 0:   # an empty tensor: -1 is not determined by the volume
+        return None
+    int_out, sym_out = 1, []
+    for i, t in enumerate(target):
+        if t == 0 and not allowzero:
+            if i >= len(s_in):
+                return None
+            d = s_in[i]
+            if isinstance(d, int):
+                int_out *= d
+            elif d is None:
+                return None
+            else:
+                sym_out.append(d)
+        elif t > 0:
+            int_out *= t
+        elif t != -1:
+            return None
+    for d in sym_out:
+        if d not in sym_in:
+            return None
+        sym_in.remove(d)
+    if len(sym_in) != 1 or int_in != int_out:
+        return None
+    return target.index(-1), sym_in[0]
+
+
+def _resolve_reshape_symbols(g: Graph) -> None:
+    """Names the dims that shape inference calls ``unk__k`` after a Reshape with -1 when the
+    input's symbols settle them (shufflenet's channel shuffle at a symbolic batch), so the
+    fusions that need equal shapes (a residual into FusedConv) see them equal."""
+    subst: dict[str, str] = {}
+
+    def dims(name: str) -> tuple | None:
+        s = g.shape(name)
+        return None if s is None else tuple(subst.get(d, d) if isinstance(d, str) else d
+                                            for d in s)
+
+    for n in g.nodes:
+        if n.op_type != "Reshape" or n.domain not in ("", "ai.onnx") or len(n.input) < 2:
+            continue
+        s_in, s_out, c = dims(n.input[0]), dims(n.output[0]), g.const(n.input[1])
+        if s_in is None or s_out is None or c is None or c.ndim != 1 or len(s_out) != c.size:
+            continue
+        found = _reshaped_symbol(s_in, [int(v) for v in c], int(attr(n, "allowzero", 0)))
+        if found is None:
+            continue
+        i, sym = found
+        d = s_out[i]
+        if isinstance(d, str) and d.startswith("unk__") and d != sym:
+            subst[d] = sym
+    if not subst:
+        return
+    for name, t in list(g.types.items()):
+        tt = t.tensor_type if t.HasField("tensor_type") else None
+        if tt is None or not tt.HasField("shape") or not any(
+                d.dim_param in subst for d in tt.shape.dim):
+            continue
+        t = onnx.TypeProto()
+        t.CopyFrom(g.types[name])
+        for d in t.tensor_type.shape.dim:
+            if d.dim_param in subst:
+                d.dim_param = subst[d.dim_param]
+        g.types[name] = t
 
 
 def optimize(model: onnx.ModelProto, level: int,

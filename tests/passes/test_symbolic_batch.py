@@ -1,0 +1,68 @@
+"""Fusions at a symbolic batch: each zoo CNN with its batch dimension made symbolic ("N", as
+benchmarks/run.py serves it at batch 8) fuses to as few nodes as at its fixed batch of 1,
+and the fused model's outputs at batch 2 match the stored batch-1 outputs row by row."""
+
+from __future__ import annotations
+
+import collections
+import os
+import sys
+
+import numpy as np
+import onnx
+import pytest
+
+import onnxrt as ort
+from onnxrt.passes import optimize
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from zoo_data import LIGHT, light_expected, light_input, light_path  # noqa: E402
+
+
+def symbolic_batch(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model with dim 0 of its inputs and outputs named "N"; Reshape targets written
+    with a literal batch of 1 get -1 there (as benchmarks/run.py's ``with_batch``)."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    init = {t.name for t in m.graph.initializer}
+    for v in list(m.graph.input) + list(m.graph.output):
+        if v.name in init or not v.type.tensor_type.shape.dim:
+            continue
+        v.type.tensor_type.shape.dim[0].ClearField("dim_value")
+        v.type.tensor_type.shape.dim[0].dim_param = "N"
+    inits = {t.name: t for t in m.graph.initializer}
+    for node in m.graph.node:
+        if node.op_type != "Reshape" or len(node.input) < 2 or node.input[1] not in inits:
+            continue
+        t = inits[node.input[1]]
+        shape = onnx.numpy_helper.to_array(t).copy()
+        if shape.ndim == 1 and shape.size > 1 and shape[0] == 1 and -1 not in shape:
+            shape[0] = -1
+            t.CopyFrom(onnx.numpy_helper.from_array(shape, t.name))
+    return m
+
+
+def op_counts(model: onnx.ModelProto) -> collections.Counter:
+    return collections.Counter((n.domain, n.op_type) for n in model.graph.node)
+
+
+@pytest.mark.parametrize("name", LIGHT)
+def test_zoo_fuses_as_well_at_a_symbolic_batch(name):
+    model = onnx.load(light_path(name))
+    sym = symbolic_batch(model)
+    fixed, _ = optimize(model, 99)
+    fused, _ = optimize(sym, 99)
+    assert op_counts(fused) == op_counts(fixed), (
+        f"{name}: batch 1 {dict(op_counts(fixed) - op_counts(fused))} vs "
+        f"symbolic {dict(op_counts(fused) - op_counts(fixed))}")
+    sess = ort.InferenceSession(sym.SerializeToString())
+    feeds = {}
+    for vi in model.graph.input:
+        if vi.name in {a.name for a in sess.get_inputs()}:
+            x = light_input(vi)
+            feeds[vi.name] = np.concatenate([x, x], axis=0)   # batch 2
+    outs = sess.run(None, feeds)
+    for ref, out in zip(light_expected(name, model), outs):
+        assert out.shape[0] == 2
+        for row in out:
+            np.testing.assert_allclose(row[None], ref, rtol=1e-3, atol=1e-6, err_msg=name)
