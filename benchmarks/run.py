@@ -32,7 +32,7 @@ import onnxruntime as ort_ref  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import onnxrt as ort  # noqa: E402
 import transformer_models as tm  # noqa: E402
-from onnxrt.zoo import zoo_models  # noqa: E402
+from onnxrt.zoo import free_batch, zoo_models  # noqa: E402
 
 
 def light_input(model: onnx.ModelProto, batch: int) -> dict[str, np.ndarray]:
@@ -51,27 +51,7 @@ def light_input(model: onnx.ModelProto, batch: int) -> dict[str, np.ndarray]:
 
 def with_batch(model: onnx.ModelProto, batch: int) -> onnx.ModelProto:
     """The model with a free batch dimension (the zoo files fix it to 1)."""
-    if batch == 1:
-        return model
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    init = {t.name for t in m.graph.initializer}
-    for vi in list(m.graph.input) + list(m.graph.output):
-        if vi.name in init or not vi.type.tensor_type.shape.dim:
-            continue
-        vi.type.tensor_type.shape.dim[0].ClearField("dim_value")
-        vi.type.tensor_type.shape.dim[0].dim_param = "N"
-    # Reshape targets written with a literal batch of 1 get -1 there (inferred from the rest)
-    inits = {t.name: t for t in m.graph.initializer}
-    for node in m.graph.node:
-        if node.op_type != "Reshape" or len(node.input) < 2 or node.input[1] not in inits:
-            continue
-        t = inits[node.input[1]]
-        shape = onnx.numpy_helper.to_array(t).copy()
-        if shape.ndim == 1 and shape.size > 1 and shape[0] == 1:
-            shape[0] = -1
-            t.CopyFrom(onnx.numpy_helper.from_array(shape, t.name))
-    return m
+    return model if batch == 1 else free_batch(model)
 
 
 def ref_session(data: bytes, threads: int) -> Any:

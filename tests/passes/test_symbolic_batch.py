@@ -14,32 +14,15 @@ import pytest
 
 import onnxrt as ort
 from onnxrt.passes import optimize
+from onnxrt.zoo import free_batch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from zoo_data import LIGHT, light_expected, light_input, light_path  # noqa: E402
 
 
 def symbolic_batch(model: onnx.ModelProto) -> onnx.ModelProto:
-    """The model with dim 0 of its inputs and outputs named "N"; Reshape targets written
-    with a literal batch of 1 get -1 there (as benchmarks/run.py's ``with_batch``)."""
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    init = {t.name for t in m.graph.initializer}
-    for v in list(m.graph.input) + list(m.graph.output):
-        if v.name in init or not v.type.tensor_type.shape.dim:
-            continue
-        v.type.tensor_type.shape.dim[0].ClearField("dim_value")
-        v.type.tensor_type.shape.dim[0].dim_param = "N"
-    inits = {t.name: t for t in m.graph.initializer}
-    for node in m.graph.node:
-        if node.op_type != "Reshape" or len(node.input) < 2 or node.input[1] not in inits:
-            continue
-        t = inits[node.input[1]]
-        shape = onnx.numpy_helper.to_array(t).copy()
-        if shape.ndim == 1 and shape.size > 1 and shape[0] == 1 and -1 not in shape:
-            shape[0] = -1
-            t.CopyFrom(onnx.numpy_helper.from_array(shape, t.name))
-    return m
+    """The model with dim 0 of its inputs and outputs named "N" (as the benchmark runs it)."""
+    return free_batch(model)
 
 
 def op_counts(model: onnx.ModelProto) -> collections.Counter:
