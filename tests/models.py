@@ -50,3 +50,27 @@ def initializer_model() -> onnx.ModelProto:
 
 def rand(*shape, dtype=np.float32, seed=0):
     return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+def _elem(a: np.ndarray) -> int:
+    return T.STRING if a.dtype == object else onnx.helper.np_dtype_to_tensor_dtype(a.dtype)
+
+
+def single_node_model(op, inputs, attrs, n_out, opset, const) -> onnx.ModelProto:
+    """One ``op`` node over ``inputs`` (None = absent optional input); the positions in
+    ``const`` become initializers, the others graph inputs; outputs are left untyped."""
+    names, vis, inits = [], [], []
+    for i, a in enumerate(inputs):
+        if a is None:
+            names.append("")
+            continue
+        n = f"in{i}"
+        names.append(n)
+        if i in const:
+            inits.append(onnx.numpy_helper.from_array(a, n))
+        else:
+            vis.append(h.make_tensor_value_info(n, _elem(a), list(a.shape)))
+    outs = [f"out{i}" for i in range(n_out)]
+    node = h.make_node(op, names, outs, **attrs)
+    g = h.make_graph([node], "g", vis, [h.make_empty_tensor_value_info(o) for o in outs], inits)
+    return h.make_model(g, opset_imports=[h.make_opsetid("", opset)], ir_version=10)

@@ -9,10 +9,9 @@ import ml_dtypes
 import numpy as np
 import onnx
 import pytest
-from onnx import helper
-from onnx.helper import np_dtype_to_tensor_dtype
 
 import onnxrt
+from models import single_node_model
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -20,27 +19,7 @@ BF16 = ml_dtypes.bfloat16
 RNG = np.random.default_rng(0)
 
 
-def _elem(a):
-    return onnx.TensorProto.STRING if a.dtype == object else np_dtype_to_tensor_dtype(a.dtype)
-
-
-def _model(op, inputs, attrs, n_out, opset, const):
-    names, vis, inits = [], [], []
-    for i, a in enumerate(inputs):
-        if a is None:
-            names.append("")
-            continue
-        n = f"in{i}"
-        names.append(n)
-        if i in const:
-            inits.append(onnx.numpy_helper.from_array(a, n))
-        else:
-            vis.append(helper.make_tensor_value_info(n, _elem(a), list(a.shape)))
-    outs = [f"out{i}" for i in range(n_out)]
-    node = helper.make_node(op, names, outs, **attrs)
-    g = helper.make_graph([node], "g", vis,
-                          [helper.make_empty_tensor_value_info(o) for o in outs], inits)
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+_model = single_node_model
 
 
 def _feeds(inputs, const):

@@ -446,7 +446,7 @@ class Planner:
         const_names = [r for r in unit.reads if r in constants]
         fused = FusedSubgraph(grp.name, ep.name, [m.node for m in unit.members], in_names,
                               out_names, {n: constants[n] for n in const_names},
-                              {**self.opsets, **opsets}, types, self.partition, graph.name)
+                              {**self.opsets, **opsets}, types, graph.name)
         try:
             fn = ep.compile(fused) if not ep.compile_per_shape else _PerShape(ep, fused)
         except Exception as e:
@@ -677,8 +677,7 @@ class FusedSubgraph:
 
     def __init__(self, name: str, provider: str, nodes: list[onnx.NodeProto],
                  inputs: list[str], outputs: list[str], constants: dict[str, Any],
-                 opsets: dict[str, int], types: dict[str, Any], partition: Any,
-                 graph_name: str) -> None:
+                 opsets: dict[str, int], types: dict[str, Any], graph_name: str) -> None:
         self.name = name
         self.provider = provider
         self.nodes = nodes
@@ -770,7 +769,7 @@ class _PerShape:
                     shaped = FusedSubgraph(
                         self.fused.name, self.fused.provider, self.fused.nodes,
                         self.fused.inputs, self.fused.outputs, self.fused.constants,
-                        self.fused.opsets, self.fused._types, None, self.fused.graph_name)
+                        self.fused.opsets, self.fused._types, self.fused.graph_name)
                     shaped.input_shapes = [list(k) for k in key]
                     shaped._model = shaped.build_model(list(key))
                     fn = self.ep.compile(shaped)
