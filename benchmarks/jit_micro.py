@@ -1,9 +1,9 @@
 """Compiled (numba) kernels vs the NumPy path vs onnxruntime: same process, alternating.
 
     python benchmarks/jit_micro.py [--reps 40] [--threads=1] [--only NAME] [--no-compile]
-                                   [--parallel] [--json PATH] [--zoo shufflenet,inception_v1]
+                                   [--json PATH] [--zoo shufflenet,inception_v1]
 
-Per case: the path onnxrt chooses (conv/dwcl/pool: compiled; numpy: no compiled kernel won
+Per case: the path onnxrt chooses (conv/dwcl/pool/spool: compiled; numpy: no compiled kernel won
 there), median times of onnxrt with the compiled kernels enabled, onnxrt with the NumPy
 path and onnxruntime (the order rotated each round), the ratios jit/numpy, jit/ort and
 numpy/ort of the medians and [of the minima] (on a loaded machine the minima are the
@@ -21,11 +21,9 @@ import subprocess
 import sys
 import tempfile
 
-# before numpy is imported: idle BLAS threads sleep, and BLAS uses as many threads as
-# onnxruntime is given
+# before numpy is imported: idle BLAS threads sleep
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 _threads = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--threads=")), "1")
-os.environ.setdefault("OPENBLAS_NUM_THREADS", _threads)
 
 import time  # noqa: E402
 
@@ -113,7 +111,7 @@ def bench(args: argparse.Namespace) -> list[dict]:
             continue
         mb = model_bytes(op, xs, ws, attrs)
         x = np.random.default_rng(1).standard_normal(xs).astype(np.float32)
-        jit.set_enabled(True, parallel=args.parallel)
+        jit.set_enabled(True)
         s_jit = onnxrt.InferenceSession(mb, so)
         jit.set_enabled(False)
         s_np = onnxrt.InferenceSession(mb, so)
@@ -211,7 +209,7 @@ def bench_zoo(args: argparse.Namespace) -> list[dict]:
     rows = []
     for name in args.zoo.split(","):
         path = zoo_models()[name]
-        jit.set_enabled(True, parallel=args.parallel)
+        jit.set_enabled(True)
         s_jit = onnxrt.InferenceSession(path, so)
         jit.set_enabled(False)
         s_np = onnxrt.InferenceSession(path, so)
@@ -239,7 +237,6 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=40)
     ap.add_argument("--threads", type=int, default=int(_threads))
     ap.add_argument("--only", default="")
-    ap.add_argument("--parallel", action="store_true", help="the prange versions")
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--json", default="")
     ap.add_argument("--zoo", default="", help="comma-separated zoo models instead of kernels")
@@ -265,7 +262,7 @@ def main() -> None:
         print(f"{k}: {v:.2f}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"threads": args.threads, "parallel": args.parallel, "cases": rows,
+            json.dump({"threads": args.threads, "cases": rows,
                        **comp}, f, indent=1)
 
 

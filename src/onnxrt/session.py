@@ -16,6 +16,7 @@ from onnxrt.execute.checks import OutputChecker
 from onnxrt.execute.executor import RunContext, execute_plan
 from onnxrt.execute.parallel import execute_plan_parallel, parallel_info
 from onnxrt.execute.profiler import Profiler
+from onnxrt.execute.memory import use_arena
 from onnxrt.execute.threads import default_threads, limit_threads
 from onnxrt.execute.feeds import InputSpec, host_output, prepare_feeds
 from onnxrt.framework.registry import _entry_name, default_providers, resolve_providers
@@ -137,6 +138,8 @@ class InferenceSession:
         debug = (cfg.get("session.debug_checks") == "1" or os.environ.get("ONNXRT_DEBUG") == "1")
         self._debug = debug
         self._threads = max(0, int(so.intra_op_num_threads or 0))
+        if so.enable_cpu_mem_arena:
+            use_arena()
         if so.execution_mode == ExecutionMode.ORT_PARALLEL and plan.steps:
             workers = int(so.inter_op_num_threads or 0) or default_threads()
             if self._pool is None or self._pool._max_workers != workers:

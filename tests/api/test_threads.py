@@ -94,3 +94,59 @@ def test_intra_op_threads_limit_blas_only_while_running():
     np.testing.assert_allclose(s.run(None, {"x": x})[0], expected(m, x), rtol=1e-4)
     assert seen and all(t == [1] * len(t) for t in seen)
     assert blas_threads() == before
+
+
+def test_parallel_for_runs_every_item_once_and_raises_item_errors():
+    from onnxrt.execute import intra, threads
+
+    with threads.limit_threads(2):
+        seen: list[int] = []
+        inner: list[int] = []
+
+        def item(i):
+            seen.append(i)
+            inner.append(intra.threads())       # nested splits run serially
+
+        intra.parallel_for(7, item)
+        assert sorted(seen) == list(range(7)) and set(inner) == {1}
+        blas = threads.blas_libraries()
+        before = [lib.get_num_threads() for lib in blas]
+
+        def bad(i):
+            if i == 3:
+                raise ValueError("item 3 failed")
+
+        try:
+            intra.parallel_for(6, bad)
+        except ValueError as e:
+            assert "item 3" in str(e)
+        else:
+            raise AssertionError("the item's error was lost")
+        # BLAS gets its thread count back after the split, failed or not
+        assert [lib.get_num_threads() for lib in blas] == before
+        assert intra.threads() == 2
+    assert intra.split(10, 3) == [(0, 4), (4, 8), (8, 10)]
+    assert intra.split(64, 2, 8) == [(0, 32), (32, 64)]
+    assert intra.split(3, 8) == [(0, 1), (1, 2), (2, 3)]
+
+
+def test_cpu_mem_arena_option_is_process_wide(tmp_path):
+    """enable_cpu_mem_arena (the default) keeps freed memory in the process (glibc's malloc
+    thresholds); a session with it off leaves malloc alone, constant folding's inner session
+    included."""
+    import platform
+    import subprocess
+    import sys
+
+    m = branches_model(2)
+    path = tmp_path / "m.onnx"
+    path.write_bytes(m.SerializeToString())
+    code = (
+        "import onnxrt as ort; from onnxrt.execute import memory\n"
+        "so = ort.SessionOptions(); so.enable_cpu_mem_arena = False\n"
+        f"ort.InferenceSession({str(path)!r}, so); print(memory.arena_in_use())\n"
+        f"ort.InferenceSession({str(path)!r}); print(memory.arena_in_use())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    glibc = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
+    assert out == ["False", str(glibc)]

@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import onnxrt
-from onnxrt.execute import threads
+from onnxrt.execute import intra, threads
 from onnxrt.providers.cpu.nn import jit
 
 HAVE = jit.available()
@@ -24,7 +24,7 @@ _TYPES = {np.float32: TensorProto.FLOAT, np.float64: TensorProto.DOUBLE,
 @pytest.fixture(autouse=True)
 def _restore():
     yield
-    jit.set_enabled(HAVE, parallel=False)
+    jit.set_enabled(HAVE)
 
 
 @pytest.fixture
@@ -33,9 +33,9 @@ def calls(monkeypatch):
     seen: list[str] = []
     real = jit._call
 
-    def spy(key, work, args, parallel):
+    def spy(key, total, work, args):
         seen.append(key)
-        return real(key, work, args, parallel)
+        return real(key, total, work, args)
 
     monkeypatch.setattr(jit, "_call", spy)
     return seen
@@ -56,9 +56,9 @@ def _model(op, xs, dt, attrs, ws=None, bias=True, opset=19):
     return m.SerializeToString()
 
 
-def _both(mb, x, parallel=False):
+def _both(mb, x):
     """(compiled result, NumPy-path result)."""
-    jit.set_enabled(True, parallel=parallel)
+    jit.set_enabled(True)
     yj = onnxrt.InferenceSession(mb).run(None, {"x": x})[0]
     jit.set_enabled(False)
     yn = onnxrt.InferenceSession(mb).run(None, {"x": x})[0]
@@ -176,8 +176,8 @@ def test_pool_matches_numpy_and_ort(op, xs, attrs, calls):
     x = np.random.default_rng(4).standard_normal(xs).astype(np.float32)
     yj, yn = _both(mb, x)
     strided = any(v != 1 for v in attrs.get("strides", [1]))
-    # strided max pooling: its direct kernel (smax)
-    assert calls == (["smax"] if op == "MaxPool" and strided else ["pool"])
+    # stride 1: all planes at once (spool); else row by row (pool)
+    assert calls == (["pool"] if strided else ["spool"])
     if op == "MaxPool":
         np.testing.assert_array_equal(yj, yn)
     else:
@@ -202,7 +202,7 @@ def test_strided_maxpool_nan_inf_and_padding(dt, calls):
         mb = _model("MaxPool", xs, dt, attrs)
         yj, yn = _both(mb, x)
         np.testing.assert_array_equal(yj, yn)
-    assert calls == ["smax"] * 4
+    assert calls == ["pool"] * 4
 
 
 @needs_numba
@@ -215,7 +215,7 @@ def test_pool_float64_nan_and_fallbacks(calls):
         yj, yn = _both(mb, x)
         np.testing.assert_allclose(yj, yn, rtol=1e-12, equal_nan=True)
         assert np.isnan(yj[0, 0, 3:6, 3:6]).all() and not np.isnan(yj[0, 1]).any()
-    assert calls == ["pool", "pool"]
+    assert calls == ["spool", "spool"]
     calls.clear()
     x32 = x.astype(np.float32)
     for op, xs, at in [("MaxPool", (1, 2, 8, 8), {"kernel_shape": [2, 2], "strides": [2, 2]}),
@@ -242,44 +242,46 @@ def test_pool_float64_nan_and_fallbacks(calls):
 
 
 @needs_numba
-def test_parallel_versions_threads_and_concurrent_runs(calls):
-    xs, ws, attrs = (2, 32, 40, 40), (32, 1, 3, 3), {"group": 32, "pads": [1, 1, 1, 1]}
-    mb = _model("Conv", xs, np.float32, attrs, ws)
-    x = np.random.default_rng(7).standard_normal(xs).astype(np.float32)
-    yj, yn = _both(mb, x, parallel=True)
-    np.testing.assert_array_equal(yj, yn)
-    pm = _model("MaxPool", xs, np.float32, {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]})
-    pj, pn = _both(pm, x, parallel=True)
-    np.testing.assert_array_equal(pj, pn)
-    nm = _model("Conv", (2, 32, 9, 9), np.float32, attrs, ws)      # channels-last, narrow
-    xn = x[:, :, :9, :9].copy()
-    cj, cn = _both(nm, xn, parallel=True)
-    np.testing.assert_array_equal(cj, cn)
-    # several threads in one parallel-enabled session: one takes the prange version, the
-    # others the serial one; all results right
-    jit.set_enabled(True, parallel=True)
-    so = onnxrt.SessionOptions()
-    so.intra_op_num_threads = 1
-    s = onnxrt.InferenceSession(mb, so)
-    seen = []
+def test_split_over_threads_and_concurrent_runs(monkeypatch, calls):
+    """Big enough calls split their planes over the session's threads (execute/intra.py):
+    the same results as one thread, also with several threads running one session."""
+    splits = []
+    real_pf = intra.parallel_for
 
-    def spy_limit():
-        seen.append(threads.jit_threads())
-        return real()
+    def spy_pf(n, fn):
+        splits.append((threads.jit_threads(), n))
+        return real_pf(n, fn)
 
-    real = jit.jit_threads
-    jit.jit_threads = spy_limit
-    try:
-        np.testing.assert_array_equal(s.run(None, {"x": x})[0], yn)
-    finally:
-        jit.jit_threads = real
-    assert seen == [1] and threads.jit_threads() == 0
-    s2 = onnxrt.InferenceSession(mb)
+    monkeypatch.setattr(intra, "parallel_for", spy_pf)
+    attrs = {"group": 32, "pads": [1, 1, 1, 1]}
+    cases = [("Conv", (2, 32, 48, 48), attrs, (32, 1, 3, 3)),
+             ("Conv", (64, 32, 9, 9), attrs, (32, 1, 3, 3)),         # channels-last, narrow
+             ("MaxPool", (2, 32, 48, 48), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, None),
+             ("AveragePool", (2, 32, 96, 96), {"kernel_shape": [3, 3], "strides": [2, 2]},
+              None)]
+    jit.set_enabled(True)
+    for op, xs, at, ws in cases:
+        mb = _model(op, xs, np.float32, at, ws)
+        x = np.random.default_rng(7).standard_normal(xs).astype(np.float32)
+        outs = {}
+        for n in (1, 2):
+            so = onnxrt.SessionOptions()
+            so.intra_op_num_threads = n
+            splits.clear()
+            outs[n] = onnxrt.InferenceSession(mb, so).run(None, {"x": x})[0]
+            assert [t for t, _ in splits] == ([2] if n == 2 else []), (op, xs, splits)
+        np.testing.assert_array_equal(outs[1], outs[2])
+        np.testing.assert_allclose(outs[2], _ort(mb, x), rtol=1e-5, atol=1e-5)
+    op, xs, at, ws = cases[0]
+    mb = _model(op, xs, np.float32, at, ws)
+    x = np.random.default_rng(8).standard_normal(xs).astype(np.float32)
+    s = onnxrt.InferenceSession(mb)
+    want = s.run(None, {"x": x})[0]
     out: list[np.ndarray] = []
 
     def work():
         for _ in range(5):
-            out.append(s2.run(None, {"x": x})[0])
+            out.append(s.run(None, {"x": x})[0])
 
     ts = [threading.Thread(target=work) for _ in range(3)]
     for t in ts:
@@ -288,7 +290,7 @@ def test_parallel_versions_threads_and_concurrent_runs(calls):
         t.join()
     assert len(out) == 15
     for y in out:
-        np.testing.assert_array_equal(y, yn)
+        np.testing.assert_array_equal(y, want)
 
 
 def test_numpy_path_without_numba(monkeypatch, calls):
@@ -316,4 +318,5 @@ def test_no_writable_cache_compiles_without_it():
                 raise RuntimeError("cannot cache function: no locator available")
             return lambda f: ("compiled", f, kw)
 
-    assert jit._njit(FakeNumba(), len, parallel=True) == ("compiled", len, {"parallel": True})
+    assert jit._njit(FakeNumba(), len, fastmath=False) == ("compiled", len,
+                                                           {"nogil": True, "fastmath": False})

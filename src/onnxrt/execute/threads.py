@@ -14,10 +14,11 @@ import os
 import threading
 from typing import Any, Iterator
 
-__all__ = ["limit_threads", "default_threads", "jit_threads"]
+__all__ = ["limit_threads", "default_threads", "jit_threads", "blas_libraries"]
 
 _CONTROLLER: list[Any] = []
 _LOCK = threading.Lock()
+_BLAS: list[list[Any]] = []
 _JIT_LIMIT = [0]        # 0: no session limit in force (use every core)
 
 
@@ -37,6 +38,17 @@ def _controller() -> Any:
 
             _CONTROLLER.append(ThreadpoolController())
         return _CONTROLLER[0]
+
+
+def blas_libraries() -> list[Any]:
+    """threadpoolctl's controllers of the BLAS libraries loaded (numpy's OpenBLAS), whose
+    thread count a kernel may set for the span of a call (about 1 us a call)."""
+    if not _BLAS:
+        libs = [lib for lib in _controller().lib_controllers if lib.user_api == "blas"]
+        with _LOCK:
+            if not _BLAS:
+                _BLAS.append(libs)
+    return _BLAS[0]
 
 
 @contextlib.contextmanager

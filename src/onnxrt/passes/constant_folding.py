@@ -162,6 +162,7 @@ def _evaluate(g: Graph, nodes: list[onnx.NodeProto], names: list[str],
     model.functions.extend(g.model.functions)
     so = onnxrt.SessionOptions()
     so.graph_optimization_level = onnxrt.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.enable_cpu_mem_arena = False     # the user's session decides the process-wide arena
     try:
         sess = onnxrt.InferenceSession(model, so, providers=["CPUExecutionProvider"])
         return sess.run(None, {})

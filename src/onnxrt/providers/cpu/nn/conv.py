@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from onnxrt.execute import intra
 from onnxrt.providers.cpu import CPU
 from onnxrt.providers.cpu.nn import compute_dtype, jit, pad_spatial, resolve_pads
 
@@ -247,7 +248,8 @@ def _gemm_cols(xp: np.ndarray, pk: _Packed, group: int, dil: list[int], strides:
     band = min(out[0], max(_COLS_LIMIT // max(row_bytes, 1), -(-_MIN_COLS // max(row_len, 1)),
                            1))
     y = np.empty((n, M, L), dtype=xp.dtype)
-    for i in range(n):
+
+    def image(i: int) -> None:
         for r0 in range(0, out[0], band):
             r1 = min(out[0], r0 + band)
             sub = xp[i:i + 1, :, r0 * strides[0]:
@@ -258,6 +260,8 @@ def _gemm_cols(xp: np.ndarray, pk: _Packed, group: int, dil: list[int], strides:
             # through), the epilogue right after it
             _apply(pk, group, cols.reshape(1, c * kprod, -1), 1, epi, y, r0 * row_len,
                    r1 * row_len, i)
+
+    intra.parallel_for(n, image)
     return y.reshape((n, M) + tuple(out))
 
 
@@ -265,7 +269,7 @@ def _apply(pk: _Packed, group: int, cols: np.ndarray, n: int, epi: _Epilogue | N
            y: np.ndarray | None = None, c0: int = 0, c1: int = 0, i0: int = 0) -> np.ndarray:
     """Weights times columns (N, C*kprod, L) -> (N, M, L), or into columns c0:c1 of images
     i0.. of ``y`` (N_full, M, L_full); the epilogue runs on each image's slice right after
-    its product."""
+    its product. Images are spread over the session's threads (execute/intra.py)."""
     # one BLAS call per image: numpy's matmul of a matrix against a stack (broadcast
     # weights) is ~3.5x slower than this loop at batch 8
     L = cols.shape[-1]
@@ -273,16 +277,19 @@ def _apply(pk: _Packed, group: int, cols: np.ndarray, n: int, epi: _Epilogue | N
         y = np.empty((n, pk.M, L), dtype=np.result_type(pk.w, cols))
         c0, c1 = 0, L
     if pk.algo == "gemm":
-        for i in range(n):
+        def image(i: int) -> None:
             np.matmul(pk.w, cols[i], out=y[i0 + i, :, c0:c1])
             if epi is not None:
                 epi(y, i0 + i, c0, c1)
-        return y
-    c4 = cols.reshape(n, group, -1, L)
-    for i in range(n):
-        np.matmul(pk.w, c4[i], out=y[i0 + i, :, c0:c1].reshape(group, -1, L))
-        if epi is not None:
-            epi(y, i0 + i, c0, c1)
+    else:
+        c4 = cols.reshape(n, group, -1, L)
+
+        def image(i: int) -> None:
+            np.matmul(pk.w, c4[i], out=y[i0 + i, :, c0:c1].reshape(group, -1, L))
+            if epi is not None:
+                epi(y, i0 + i, c0, c1)
+
+    intra.parallel_for(n, image)
     return y
 
 

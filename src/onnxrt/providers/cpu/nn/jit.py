@@ -1,5 +1,5 @@
-"""Compiled (numba) loop nests for the kernels NumPy cannot make fast: depthwise Conv and
-MaxPool/AveragePool over 1-D and 2-D images (strided max pooling by its own direct kernel).
+"""Compiled (numba) loop nests for the kernels NumPy cannot make fast: depthwise Conv,
+MaxPool/AveragePool over 1-D and 2-D images, and Conv's epilogue.
 
 numba is optional: nothing here imports it until a session asks for a compiled kernel
 (importing numba costs 0.3-0.6 s, as much as importing onnxrt). Kernels are chosen in the
@@ -13,13 +13,12 @@ neither writable the kernels compile once per process.
 Results match the NumPy path: the same products summed in the same order (conv and max
 pooling are bit-identical; average pooling sums in another order, within float32 rounding).
 
-Threads: the serial loops are the default. Each kernel also has a ``prange`` version (a
-second Python function: numba's cache does not key entries on the ``parallel`` flag), opt-in
-with ``ONNXRT_JIT_PARALLEL=1`` because it lost on the shared 2-core machine (see _PARALLEL).
-It runs with the session's ``intra_op_num_threads`` (``execute.threads.jit_threads``) and
-only while no other thread is inside a parallel kernel: numba's workqueue layer must not be
-entered concurrently, so a concurrent caller (ORT_PARALLEL, several threads running
-sessions) takes the serial version instead of waiting.
+Threads: every kernel is compiled ``nogil`` and takes a range of planes (or images) as its
+last two arguments; a big enough call is split into one contiguous range per thread of the
+session (execute/intra.py, ``intra_op_num_threads``). numba's own ``prange`` lost here: its
+OpenMP layer's spinning threads fight the other work on a 2-core machine (median 7-17x
+slower than serial), its workqueue layer was at parity and must not be entered from two
+threads at once.
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from onnxrt.execute.threads import default_threads, jit_threads
+from onnxrt.execute import intra
 from onnxrt.ir.dtypes import np_dtype
 
 __all__ = ["available", "enabled", "set_enabled", "input_dtype", "conv_kernel", "pool_kernel",
@@ -39,17 +38,12 @@ __all__ = ["available", "enabled", "set_enabled", "input_dtype", "conv_kernel", 
 
 _HAVE = importlib.util.find_spec("numba") is not None
 _ENABLED = [_HAVE and os.environ.get("ONNXRT_JIT", "1") != "0"]
-# the prange versions are opt-in: on the shared (loaded) 2-core machine they lost (numba's
-# default OpenMP layer: median 7-17x slower than serial, its spinning threads fight the other
-# load; best case 0.6x; workqueue layer: at parity), and the serial loops leave the second
-# core to BLAS (see benchmarks/jit_micro.py --parallel)
-_PARALLEL = [os.environ.get("ONNXRT_JIT_PARALLEL", "0") == "1"]
 _LOAD_LOCK = threading.Lock()
-_RUN_LOCK = threading.Lock()        # one parallel kernel at a time (see the module doc)
-_K: dict[str, Any] = {}             # name -> (serial, parallel) dispatchers, built once
+_K: dict[str, Any] = {}             # name -> dispatcher, built once
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-# below this many multiply-adds a kernel runs serially: waking the pool costs more
-_PAR_MIN_WORK = 1 << 17
+# below this many multiply-adds a kernel runs on one thread: waking another costs more
+# (about 40 us per wake on this machine)
+_PAR_MIN_WORK = 1 << 19
 # grouped conv with several input channels per group stays on the NumPy path's batched
 # matmuls (measured: 4 channels per group at 56x56, 1.5x slower compiled)
 _MAX_CG = 1
@@ -57,8 +51,6 @@ _MAX_CG = 1
 # are a few pixels long there (measured 0.4x the planar loops at 7 and 14 wide, parity at
 # 28, slower from 56)
 _MIN_OUT_W = 20
-
-_prange = range                     # numba.prange once numba is loaded (read at compile time)
 
 
 def available() -> bool:
@@ -70,12 +62,9 @@ def enabled() -> bool:
     return _ENABLED[0]
 
 
-def set_enabled(on: bool, parallel: bool | None = None) -> None:
-    """Choose the compiled paths (and their prange versions) for sessions created from now
-    on (tests, benchmarks)."""
+def set_enabled(on: bool) -> None:
+    """Choose the compiled paths for sessions created from now on (tests, benchmarks)."""
     _ENABLED[0] = bool(on) and _HAVE
-    if parallel is not None:
-        _PARALLEL[0] = bool(parallel)
 
 
 # -- the loop nests (plain Python, compiled by _load) --------------------------------------
@@ -164,13 +153,9 @@ def _conv_plane(x, w, b, out, p, cg, mg, sh, sw, dh, dw, ph, pw):
             row[i] = a1[i] + bias
 
 
-def _conv_ser(x, w, b, out, cg, mg, sh, sw, dh, dw, ph, pw):
-    for p in range(out.shape[0] * out.shape[1]):
-        _conv_plane(x, w, b, out, p, cg, mg, sh, sw, dh, dw, ph, pw)
-
-
-def _conv_par(x, w, b, out, cg, mg, sh, sw, dh, dw, ph, pw):
-    for p in _prange(out.shape[0] * out.shape[1]):
+def _conv_planes(x, w, b, out, cg, mg, sh, sw, dh, dw, ph, pw, lo, hi):
+    """Output planes lo..hi-1 (p = n * M + m)."""
+    for p in range(lo, hi):
         _conv_plane(x, w, b, out, p, cg, mg, sh, sw, dh, dw, ph, pw)
 
 
@@ -214,78 +199,10 @@ def _dwcl_image(x, wt, b, out, n, mult, sh, sw, dh, dw, ph, pw):
                 o[oh, ow] = acc[oh, ow, m] + bias
 
 
-def _dwcl_ser(x, wt, b, out, mult, sh, sw, dh, dw, ph, pw):
-    for n in range(out.shape[0]):
+def _dwcl_images(x, wt, b, out, mult, sh, sw, dh, dw, ph, pw, lo, hi):
+    """Images lo..hi-1."""
+    for n in range(lo, hi):
         _dwcl_image(x, wt, b, out, n, mult, sh, sw, dh, dw, ph, pw)
-
-
-def _dwcl_par(x, wt, b, out, mult, sh, sw, dh, dw, ph, pw):
-    for n in _prange(out.shape[0]):
-        _dwcl_image(x, wt, b, out, n, mult, sh, sw, dh, dw, ph, pw)
-
-
-def _pool_plane(x, out, div, p, is_max, kh_n, kw_n, sh, sw, dh, dw, ph, pw):
-    """Plane p of a max (is_max=1) or average pool: x (P, H, W), out (P, OH, OW); averages
-    divide by ``div`` (OH, OW), the NumPy path's count-aware divisor.
-
-    Separable, over the flat padded plane at stride 1: a pass along the rows (kw taps), a
-    pass along the columns (kh taps, shifted by whole rows), each one long contiguous loop
-    over the whole plane; strided outputs are picked from the stride-1 result at the end
-    (measured: cheaper than splitting the input into phases, whose strided copy does not
-    vectorize, or than short per-row loops).
-    """
-    oh_n, ow_n = out.shape[1], out.shape[2]
-    qh_n = (oh_n - 1) * sh + 1 + (kh_n - 1) * dh
-    qw_n = (ow_n - 1) * sw + 1 + (kw_n - 1) * dw
-    buf = np.empty((1, qh_n, qw_n), dtype=x.dtype)
-    _fill(x[p], buf, 1, 1, ph, pw, -np.inf if is_max else 0.0)
-    flat = buf.reshape(qh_n * qw_n)
-    col_len = ((oh_n - 1) * sh) * qw_n + (ow_n - 1) * sw + 1
-    row_len = col_len + (kh_n - 1) * dh * qw_n
-    tmp = np.empty(row_len, dtype=x.dtype)
-    acc = np.empty(col_len, dtype=x.dtype)
-    for k in range(kw_n):
-        _pool_step(tmp, flat[k * dw:k * dw + row_len], row_len, k == 0, is_max)
-    for k in range(kh_n):
-        b0 = k * dh * qw_n
-        _pool_step(acc, tmp[b0:b0 + col_len], col_len, k == 0, is_max)
-    o = out[p]
-    for oh in range(oh_n):
-        row = o[oh]
-        base = oh * sh * qw_n
-        if is_max:
-            for i in range(ow_n):
-                row[i] = acc[base + i * sw]
-        else:
-            d1 = div[oh]
-            for i in range(ow_n):
-                row[i] = acc[base + i * sw] / d1[i]
-
-
-def _pool_step(acc, src, length, first, is_max):
-    """acc <- src (first tap), else acc <- max(acc, src) or acc + src, elementwise."""
-    if first:
-        for i in range(length):
-            acc[i] = src[i]
-    elif is_max:
-        for i in range(length):
-            v = src[i]
-            r = acc[i]
-            # NaN propagates like np.maximum: a NaN input wins and then stays
-            acc[i] = v if (v > r or v != v) else r
-    else:
-        for i in range(length):
-            acc[i] += src[i]
-
-
-def _pool_ser(x, out, div, is_max, kh, kw, sh, sw, dh, dw, ph, pw):
-    for p in range(out.shape[0]):
-        _pool_plane(x, out, div, p, is_max, kh, kw, sh, sw, dh, dw, ph, pw)
-
-
-def _pool_par(x, out, div, is_max, kh, kw, sh, sw, dh, dw, ph, pw):
-    for p in _prange(out.shape[0]):
-        _pool_plane(x, out, div, p, is_max, kh, kw, sh, sw, dh, dw, ph, pw)
 
 
 def _mx(a, v):
@@ -293,71 +210,161 @@ def _mx(a, v):
     return a if (a >= v or a != a) else v
 
 
-def _smax_plane(x, out, p, kh_n, kw_n, sh, sw, dh, dw, ph, pw):
-    """Plane p of a strided max pool, directly (no padded plane, no stride-1 rows): per
-    output row, the max over its kh input rows (contiguous, vectorized) into a row buffer
-    padded with -inf, then the max over kw taps at stride 1 along that row (vectorized) and
-    every sw-th value picked (measured 2.4x faster than taps gathered at the stride).
-    3x3 windows take fused loops (several times faster than a pass per tap here)."""
+def _dpool_planes(x, out, div, is_max, kh_n, kw_n, sh, sw, dh, dw, ph, pw, lo, hi):
+    """Planes lo..hi-1 of a max (is_max=1) or average pool, directly: x (P, H, W), out
+    (P, OH, OW); averages divide by ``div`` (OH, OW), the NumPy path's count-aware divisor.
+
+    Per output row, the kh input rows it reads are combined (max or sum, contiguous and
+    vectorized) into a row buffer padded with the pad value, then the kw taps along that
+    row at stride 1 (vectorized), and every sw-th value is picked (measured 2.4x faster
+    than taps gathered at the stride). 3x3 windows take fused loops (several times faster
+    than a pass per tap). The buffers are made once per call, not per plane: small planes
+    (7x7, 14x14) are dominated by per-plane costs otherwise."""
     hh, ww = x.shape[1], x.shape[2]
     oh_n, ow_n = out.shape[1], out.shape[2]
     span = (ow_n - 1) * sw + 1                   # stride-1 results the picks read
     width = max(span + (kw_n - 1) * dw, pw + ww)
     tmp = np.empty(width, dtype=x.dtype)
     hrow = np.empty(span, dtype=x.dtype)
-    ninf = x.dtype.type(-np.inf)
+    pad = x.dtype.type(-np.inf) if is_max else x.dtype.type(0)
     for i in range(width):
-        tmp[i] = ninf
+        tmp[i] = pad
     mid = tmp[pw:pw + ww]
-    xc = x[p]
-    o = out[p]
-    for oh in range(oh_n):
-        h0 = oh * sh - ph
-        if kh_n == 3 and h0 >= 0 and h0 + 2 * dh < hh:
-            r0, r1, r2 = xc[h0], xc[h0 + dh], xc[h0 + 2 * dh]
-            for i in range(ww):
-                mid[i] = _mx(_mx(r0[i], r1[i]), r2[i])
-        else:
-            first = True
-            for k in range(kh_n):
-                ih = h0 + k * dh
-                if ih < 0 or ih >= hh:
-                    continue
-                r = xc[ih]
-                if first:
+    for p in range(lo, hi):
+        xc = x[p]
+        o = out[p]
+        for oh in range(oh_n):
+            h0 = oh * sh - ph
+            if kh_n == 3 and h0 >= 0 and h0 + 2 * dh < hh:
+                r0, r1, r2 = xc[h0], xc[h0 + dh], xc[h0 + 2 * dh]
+                if is_max:
                     for i in range(ww):
-                        mid[i] = r[i]
-                    first = False
+                        mid[i] = _mx(_mx(r0[i], r1[i]), r2[i])
                 else:
                     for i in range(ww):
-                        mid[i] = _mx(mid[i], r[i])
-            if first:    # a window of padding only: -inf, like the NumPy path
-                for i in range(ww):
-                    mid[i] = ninf
-        if kw_n == 3:
-            t0, t1, t2 = tmp[0:span], tmp[dw:dw + span], tmp[2 * dw:2 * dw + span]
-            for i in range(span):
-                hrow[i] = _mx(_mx(t0[i], t1[i]), t2[i])
-        else:
-            for i in range(span):
-                hrow[i] = tmp[i]
-            for k in range(1, kw_n):
-                t1 = tmp[k * dw:k * dw + span]
+                        mid[i] = r0[i] + r1[i] + r2[i]
+            else:
+                first = True
+                for k in range(kh_n):
+                    ih = h0 + k * dh
+                    if ih < 0 or ih >= hh:
+                        continue
+                    r = xc[ih]
+                    if first:
+                        for i in range(ww):
+                            mid[i] = r[i]
+                        first = False
+                    elif is_max:
+                        for i in range(ww):
+                            mid[i] = _mx(mid[i], r[i])
+                    else:
+                        for i in range(ww):
+                            mid[i] += r[i]
+                if first:    # a window of padding only: -inf (max) or 0, like NumPy's
+                    for i in range(ww):
+                        mid[i] = pad
+            if kw_n == 3:
+                t0, t1, t2 = tmp[0:span], tmp[dw:dw + span], tmp[2 * dw:2 * dw + span]
+                if is_max:
+                    for i in range(span):
+                        hrow[i] = _mx(_mx(t0[i], t1[i]), t2[i])
+                else:
+                    for i in range(span):
+                        hrow[i] = t0[i] + t1[i] + t2[i]
+            else:
                 for i in range(span):
-                    hrow[i] = _mx(hrow[i], t1[i])
-        row = o[oh]
-        for i in range(ow_n):
-            row[i] = hrow[i * sw]
+                    hrow[i] = tmp[i]
+                for k in range(1, kw_n):
+                    t1 = tmp[k * dw:k * dw + span]
+                    if is_max:
+                        for i in range(span):
+                            hrow[i] = _mx(hrow[i], t1[i])
+                    else:
+                        for i in range(span):
+                            hrow[i] += t1[i]
+            row = o[oh]
+            if is_max:
+                for i in range(ow_n):
+                    row[i] = hrow[i * sw]
+            else:
+                d1 = div[oh]
+                for i in range(ow_n):
+                    row[i] = hrow[i * sw] / d1[i]
 
 
-def _smax_ser(x, out, kh, kw, sh, sw, dh, dw, ph, pw):
-    for p in range(out.shape[0]):
-        _smax_plane(x, out, p, kh, kw, sh, sw, dh, dw, ph, pw)
-
-
-def _smax_par(x, out, kh, kw, sh, sw, dh, dw, ph, pw):
-    for p in _prange(out.shape[0]):
-        _smax_plane(x, out, p, kh, kw, sh, sw, dh, dw, ph, pw)
+def _spool_planes(x, out, div, is_max, kh_n, kw_n, dh, dw, ph, pw, lo, hi):
+    """Planes lo..hi-1 of a stride-1 max or average pool over all the planes at once: the
+    planes padded into one flat buffer, then one pass along the columns (kh taps, shifted
+    by whole rows) and one along the rows (kw taps), each a single long vectorized loop
+    over every plane (outputs that straddle two planes are computed and dropped), then
+    the picks (and the division by ``div``). Measured 3x faster than per-row loops on
+    inception's 3x3/1 averages over 28x28 and 14x14 planes."""
+    hh, ww = x.shape[1], x.shape[2]
+    oh_n, ow_n = out.shape[1], out.shape[2]
+    hp = oh_n + (kh_n - 1) * dh
+    wp = ow_n + (kw_n - 1) * dw
+    n = hi - lo
+    pad = x.dtype.type(-np.inf) if is_max else x.dtype.type(0)
+    buf = np.empty(n * hp * wp, dtype=x.dtype)
+    h1 = min(hh, hp - ph)
+    w1 = min(ww, wp - pw)
+    for q in range(n):
+        base = q * hp * wp
+        xc = x[lo + q]
+        for r in range(hp):
+            row = buf[base + r * wp:base + r * wp + wp]
+            ih = r - ph
+            if ih < 0 or ih >= h1:
+                for i in range(wp):
+                    row[i] = pad
+                continue
+            for i in range(pw):
+                row[i] = pad
+            src = xc[ih]
+            for i in range(w1):
+                row[pw + i] = src[i]
+            for i in range(pw + w1, wp):
+                row[i] = pad
+    total = n * hp * wp
+    lv = total - (kh_n - 1) * dh * wp
+    v = np.empty(lv, dtype=x.dtype)
+    for k in range(kh_n):
+        src = buf[k * dh * wp:k * dh * wp + lv]
+        if k == 0:
+            for i in range(lv):
+                v[i] = src[i]
+        elif is_max:
+            for i in range(lv):
+                v[i] = _mx(v[i], src[i])
+        else:
+            for i in range(lv):
+                v[i] += src[i]
+    lh = lv - (kw_n - 1) * dw
+    h = np.empty(lh, dtype=x.dtype)
+    for k in range(kw_n):
+        src = v[k * dw:k * dw + lh]
+        if k == 0:
+            for i in range(lh):
+                h[i] = src[i]
+        elif is_max:
+            for i in range(lh):
+                h[i] = _mx(h[i], src[i])
+        else:
+            for i in range(lh):
+                h[i] += src[i]
+    for q in range(n):
+        o = out[lo + q]
+        for oh in range(oh_n):
+            b0 = q * hp * wp + oh * wp
+            row = o[oh]
+            a1 = h[b0:b0 + ow_n]
+            if is_max:
+                for i in range(ow_n):
+                    row[i] = a1[i]
+            else:
+                d1 = div[oh]
+                for i in range(ow_n):
+                    row[i] = a1[i] / d1[i]
 
 
 def _epi_image(y, i, c0, c1, b, z, has_z, kind, alpha, beta):
@@ -396,11 +403,11 @@ def _epi_image(y, i, c0, c1, b, z, has_z, kind, alpha, beta):
 
 def _njit(numba: Any, fn: Callable, **kw: Any) -> Any:
     try:
-        return numba.njit(cache=True, **kw)(fn)
+        return numba.njit(cache=True, nogil=True, **kw)(fn)
     except RuntimeError:
         # no writable cache location (numba tries beside this file, then the user's cache
         # dir): compile per process instead of failing
-        return numba.njit(**kw)(fn)
+        return numba.njit(nogil=True, **kw)(fn)
 
 
 def _load() -> dict[str, Any] | None:
@@ -415,40 +422,28 @@ def _load() -> dict[str, Any] | None:
         except Exception:   # a broken install behaves like a missing one
             _ENABLED[0] = False
             return None
-        global _prange
-        _prange = numba.prange
         # the plane functions, compiled into their callers (resolved as globals at compile)
         g = globals()
-        for f in (_fill, _conv_plane, _dwcl_image, _pool_step, _pool_plane, _smax_plane):
+        for f in (_fill, _conv_plane, _dwcl_image):
             g[f.__name__] = numba.njit(f)
         g["_mx"] = numba.njit(inline="always")(_mx)     # else its loops do not vectorize
-        built = {}
-        built["epi"] = (_njit(numba, _epi_image),)
-        for key, ser, par in (("conv", _conv_ser, _conv_par), ("dwcl", _dwcl_ser, _dwcl_par),
-                              ("pool", _pool_ser, _pool_par),
-                              ("smax", _smax_ser, _smax_par)):
-            built[key] = (_njit(numba, ser), _njit(numba, par, parallel=True))
-        built["numba"] = numba
-        _K.update(built)
+        _K.update(epi=_njit(numba, _epi_image), conv=_njit(numba, _conv_planes),
+                  dwcl=_njit(numba, _dwcl_images), pool=_njit(numba, _dpool_planes),
+                  spool=_njit(numba, _spool_planes))
     return _K
 
 
-def _call(key: str, work: int, args: tuple, parallel: bool) -> None:
-    """Run kernel ``key``: its prange version when the session enabled it, the work is big
-    enough, the thread limit allows and no other thread is in one; else the serial one."""
-    ser, par = _K[key]
-    limit = jit_threads() or default_threads()
-    if parallel and limit > 1 and work >= _PAR_MIN_WORK and _RUN_LOCK.acquire(blocking=False):
-        try:
-            numba = _K["numba"]
-            n = min(limit, numba.config.NUMBA_NUM_THREADS)
-            if numba.get_num_threads() != n:
-                numba.set_num_threads(n)     # thread-local in numba: this thread only
-            par(*args)
-        finally:
-            _RUN_LOCK.release()
+def _call(key: str, total: int, work: int, args: tuple) -> None:
+    """Run kernel ``key`` over items 0..total-1 (its last two arguments): in one call, or
+    in one contiguous range per thread of the session (execute/intra.py) when the work is
+    big enough to pay for waking them."""
+    fn = _K[key]
+    t = intra.threads() if work >= _PAR_MIN_WORK else 1
+    if t <= 1 or total < 2:
+        fn(*args, 0, total)
         return
-    ser(*args)
+    parts = intra.split(total, t)
+    intra.parallel_for(len(parts), lambda k: fn(*args, *parts[k]))
 
 
 def _ready(dtype: np.dtype) -> bool:
@@ -467,12 +462,6 @@ def input_dtype(node: Any) -> np.dtype:
     return np.dtype(np.float32)
 
 
-def _versions(key: str, parallel: bool) -> tuple[Any, ...]:
-    """The dispatchers a kernel may call (the parallel one only when enabled)."""
-    ser, par = _K[key]
-    return (ser, par) if parallel else (ser,)
-
-
 # -- Conv --------------------------------------------------------------------------------------
 
 class JitConv:
@@ -487,20 +476,17 @@ class JitConv:
         self.zero = np.zeros(m, dtype=w.dtype)
         # channels-last weights (KH, KW, M) for narrow depthwise outputs
         self.wt = np.ascontiguousarray(self.w[:, 0].transpose(1, 2, 0)) if cg == 1 else None
-        self.par = _PARALLEL[0]
         self._warm()
 
     def _warm(self) -> None:
-        # compile (or load from the cache) every version a run may take, now
+        # compile (or load from the cache) every kernel a run may take, now
         m, dt = self.w.shape[0], self.w.dtype
         x = np.zeros((1, self.cg * (m // self.mg), 3, 3), dt)
-        for fn in _versions("conv", self.par):
-            fn(x, np.zeros((m, self.cg, 1, 1), dt), self.zero, np.empty((1, m, 1, 1), dt),
-               self.cg, self.mg, 1, 1, 1, 1, 0, 0)
+        _K["conv"](x, np.zeros((m, self.cg, 1, 1), dt), self.zero, np.empty((1, m, 1, 1), dt),
+                   self.cg, self.mg, 1, 1, 1, 1, 0, 0, 0, 1)
         if self.wt is not None:
-            for fn in _versions("dwcl", self.par):
-                fn(x, np.zeros((1, 1, m), dt), self.zero, np.empty((1, m, 1, 1), dt), self.mg,
-                   1, 1, 1, 1, 0, 0)
+            _K["dwcl"](x, np.zeros((1, 1, m), dt), self.zero, np.empty((1, m, 1, 1), dt),
+                       self.mg, 1, 1, 1, 1, 0, 0, 0, 1)
 
     def __call__(self, x: np.ndarray, bias: np.ndarray | None, strides: list[int],
                  dil: list[int], begin: list[int], out_sp: list[int]) -> np.ndarray | None:
@@ -523,9 +509,9 @@ class JitConv:
         work = out.size * self.w[0].size
         geo = (strides[0], strides[1], dil[0], dil[1], begin[0], begin[1])
         if narrow:
-            _call("dwcl", work, (x, self.wt, b, out, self.mg) + geo, self.par)
+            _call("dwcl", n, work, (x, self.wt, b, out, self.mg) + geo)
         else:
-            _call("conv", work, (x, self.w, b, out, self.cg, self.mg) + geo, self.par)
+            _call("conv", n * m, work, (x, self.w, b, out, self.cg, self.mg) + geo)
         return out.reshape(shape)
 
 
@@ -549,7 +535,7 @@ def epilogue_kernel(dtype: Any) -> Callable | None:
     now; None without numba. Arguments: (y, i, c0, c1, bias, z, has_z, kind, alpha, beta)."""
     if not _ready(dtype):
         return None
-    fn = _K["epi"][0]
+    fn = _K["epi"]
     dt = np.dtype(dtype)
     y = np.zeros((1, 1, 1), dt)
     fn(y, 0, 0, 1, np.zeros(1, dt), y, False, 0, dt.type(0), dt.type(0))   # warm
@@ -561,20 +547,17 @@ def epilogue_kernel(dtype: Any) -> Callable | None:
 class JitPool:
     """Max or average pooling of float32/float64 (N, C, H, W) or (N, C, W) inputs."""
 
-    def __init__(self, is_max: bool, dtype: np.dtype, strided: bool = False) -> None:
+    def __init__(self, is_max: bool, dtype: np.dtype, strided: bool) -> None:
         self.is_max = int(is_max)
         self.dtype = dt = np.dtype(dtype)
-        self.par = _PARALLEL[0]
-        # strided max pooling: the direct kernel (_smax_plane) instead of the stride-1 pass
-        self.smax = bool(is_max and strided)
-        x = np.zeros((1, 2, 2), dt)
-        if self.smax:
-            for fn in _versions("smax", self.par):
-                fn(x, np.empty((1, 1, 1), dt), 1, 1, 1, 1, 1, 1, 0, 0)
-            return
-        for fn in _versions("pool", self.par):
-            fn(x, np.empty((1, 1, 1), dt), np.ones((1, 1), dt), self.is_max, 1, 1, 1, 1, 1, 1,
-               0, 0)
+        self.strided = strided
+        # compile (or load from the cache) now
+        if strided:
+            _K["pool"](np.zeros((1, 2, 2), dt), np.empty((1, 1, 1), dt), np.ones((1, 1), dt),
+                       self.is_max, 1, 1, 1, 1, 1, 1, 0, 0, 0, 1)
+        else:
+            _K["spool"](np.zeros((1, 2, 2), dt), np.empty((1, 1, 1), dt), np.ones((1, 1), dt),
+                        self.is_max, 1, 1, 1, 1, 0, 0, 0, 1)
 
     def __call__(self, x: np.ndarray, geo: Any, div: np.ndarray | None) -> np.ndarray:
         n, c = x.shape[:2]
@@ -584,26 +567,24 @@ class JitPool:
         x3 = np.ascontiguousarray(x).reshape(n * c, 1 if x.ndim == 3 else x.shape[2],
                                              x.shape[-1])
         out = np.empty((n * c, o[0], o[1]), dtype=x.dtype)
-        if self.smax:
-            _call("smax", out.size * (k[0] + k[1]), (x3, out, k[0], k[1], s[0], s[1], d[0], d[1],
-                                                     b[0], b[1]), self.par)
-            return out.reshape((n, c) + tuple(geo.out))
         if div is None:
             div = np.ones((1, 1), x.dtype)
         else:
             div = np.ascontiguousarray(div.reshape(o[0], o[1]), dtype=x.dtype)
-        _call("pool", out.size * k[0] * k[1], (x3, out, div, self.is_max, k[0], k[1], s[0],
-                                               s[1], d[0], d[1], b[0], b[1]), self.par)
+        if s[0] == 1 and s[1] == 1:
+            _call("spool", n * c, out.size * (k[0] + k[1]),
+                  (x3, out, div, self.is_max, k[0], k[1], d[0], d[1], b[0], b[1]))
+        else:
+            _call("pool", n * c, out.size * (k[0] + k[1]),
+                  (x3, out, div, self.is_max, k[0], k[1], s[0], s[1], d[0], d[1], b[0], b[1]))
         return out.reshape((n, c) + tuple(geo.out))
 
 
 def pool_kernel(is_max: bool, dtype: Any, kernel: Any, strides: Any) -> JitPool | None:
     """A compiled max/average pool for float32/float64 input (``dtype`` from the node's
-    input type) where it wins by measurement: overlapping windows at stride 1 (0.55-0.75x
-    the NumPy path), strided overlapping averages (0.8x) and strided overlapping max
-    pooling (its direct kernel _smax_plane: 0.4-0.5x the NumPy path, about onnxruntime's
-    time on squeezenet's and resnet's 3x3/2). Non-overlapping windows (2x2/2) are faster on
-    the NumPy path (1.3x) and stay there."""
+    input type) where it wins by measurement: overlapping windows (at stride 1
+    _spool_planes, else _dpool_planes).
+    Non-overlapping windows (2x2/2) are faster on the NumPy path (1.3x) and stay there."""
     if not kernel or not _ready(dtype):
         return None
     strides = list(strides or [1] * len(kernel))
