@@ -221,7 +221,7 @@ class _Epilogue:
 
     def __call__(self, y: np.ndarray, i: int, c0: int, c1: int) -> None:
         if self.fast is not None:
-            self.fast(y, i, c0, c1, *self.args)
+            self.fast(y, i, c0, c1, 0, y.shape[1], *self.args)
             return
         y2 = y[i, :, c0:c1]
         if self.bias is not None:
@@ -345,6 +345,9 @@ class Conv:
         # [jit hook] compiled grouped/depthwise conv (nn/jit.py), chosen once per session
         self._jit = None if w is None else jit.conv_kernel(
             w.astype(compute_dtype(w.dtype), copy=False), self.group)
+        # [jit hook] compiled dense conv: im2col, BLAS and the epilogue in one call per thread
+        self._gemm = None if w is None else jit.gemm_conv_kernel(
+            w.astype(compute_dtype(w.dtype), copy=False), self.group)
         b = node.constant_inputs.get(2)
         if b is not None:
             b = np.asarray(b)
@@ -387,6 +390,15 @@ class Conv:
         bias = None
         if b is not None:
             bias = self.bias if self.bias is not None else b.astype(cdt, copy=False)
+        if (self._gemm is not None and pk is self.packed and nd in (1, 2)
+                and self._epi_kind[0] >= 0 and min(geo.begin) >= 0
+                and np.dtype(cdt) == self._gemm.w.dtype
+                and (z is None or tuple(z.shape) == (x.shape[0], pk.M) + tuple(geo.out))):
+            kind, alpha, beta = self._epi_kind
+            y = self._gemm(x, bias, z, kind, alpha, beta, strides, dil, list(geo.begin),
+                           list(geo.out))
+            y = y.reshape((x.shape[0], pk.M) + tuple(geo.out))
+            return y if y.dtype == dt else y.astype(dt)
         if self._jit is not None and pk is self.packed:   # [jit hook]: bias added inside
             y = self._jit(x.astype(cdt, copy=False), bias, strides, dil, geo.begin, geo.out)
             if y is not None:    # None: a shape the NumPy path does faster

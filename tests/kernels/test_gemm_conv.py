@@ -1,0 +1,196 @@
+"""The compiled dense Conv (im2col, BLAS product and epilogue in one numba call per thread,
+nn/jit.py GemmConv) against onnxruntime: strides, pads, dilations, auto_pad, 1-D, 1x1
+direct, bias, FusedConv's Z and activations, float64/float16, every way of spreading the
+work (one thread, images or bands over threads, BLAS's own threads), and the NumPy path
+it falls back to."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import onnxrt
+from onnxrt.execute import intra
+from onnxrt.providers.cpu.nn import jit
+
+needs_numba = pytest.mark.skipif(not jit.available(), reason="numba is not installed")
+_TYPES = {np.float32: TensorProto.FLOAT, np.float64: TensorProto.DOUBLE,
+          np.float16: TensorProto.FLOAT16}
+
+
+def _conv_model(xs, ws, attrs, dt=np.float32, bias=True, act=None, params=None, z=False):
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array((rng.standard_normal(ws) * 0.3).astype(dt), "w")]
+    ins = ["x", "w"]
+    if bias or z:
+        inits.append(numpy_helper.from_array(rng.standard_normal(ws[0]).astype(dt), "b"))
+        ins.append("b")
+    vis = [helper.make_tensor_value_info("x", _TYPES[dt], xs)]
+    opsets = [helper.make_opsetid("", 17)]
+    if act or z:
+        kw = dict(attrs, activation=act) if act else dict(attrs)
+        if params:
+            kw["activation_params"] = params
+        if z:
+            ins.append("z")
+            vis.append(helper.make_tensor_value_info("z", _TYPES[dt], None))
+        node = helper.make_node("FusedConv", ins, ["y"], domain="com.microsoft", **kw)
+        opsets.append(helper.make_opsetid("com.microsoft", 1))
+    else:
+        node = helper.make_node("Conv", ins, ["y"], **attrs)
+    g = helper.make_graph([node], "g", vis, [helper.make_tensor_value_info("y", _TYPES[dt],
+                                                                          None)], inits)
+    return helper.make_model(g, ir_version=8, opset_imports=opsets).SerializeToString()
+
+
+def _ort(mb, feeds):
+    so = onnxruntime.SessionOptions()
+    so.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return onnxruntime.InferenceSession(mb, so, providers=["CPUExecutionProvider"]).run(
+        None, feeds)[0]
+
+
+def _ours(mb, feeds, threads=0):
+    so = onnxrt.SessionOptions()
+    so.intra_op_num_threads = threads
+    s = onnxrt.InferenceSession(mb, so)
+    conv = s._plan.steps[0].fn
+    conv = getattr(conv, "conv", conv)          # FusedConv wraps a Conv
+    return s.run(None, feeds)[0], conv
+
+
+CASES = [  # input shape, weight shape, attributes
+    ((1, 8, 20, 20), (16, 8, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((2, 6, 17, 23), (5, 6, 3, 3), {"pads": [1, 0, 2, 1], "strides": [2, 2]}),
+    ((1, 4, 30, 31), (7, 4, 5, 5), {"pads": [2, 1, 0, 2], "strides": [3, 2]}),
+    ((3, 4, 24, 25), (8, 4, 3, 3), {"pads": [2, 2, 2, 2], "dilations": [2, 2]}),
+    ((1, 4, 26, 26), (12, 4, 3, 2), {"dilations": [1, 3], "strides": [1, 2]}),
+    ((1, 5, 21, 27), (6, 5, 3, 3), {"auto_pad": "SAME_UPPER", "strides": [2, 2]}),
+    ((1, 5, 21, 19), (6, 5, 4, 4), {"auto_pad": "SAME_LOWER"}),
+    ((2, 16, 9, 9), (32, 16, 1, 1), {}),                                  # 1x1: direct
+    ((2, 16, 9, 10), (32, 16, 1, 1), {"strides": [2, 2]}),                # 1x1 strided
+    ((1, 8, 9, 9), (4, 8, 1, 1), {"pads": [1, 1, 1, 1]}),                 # 1x1 padded
+    ((1, 3, 40, 40), (8, 3, 7, 7), {"pads": [3, 3, 3, 3], "strides": [2, 2]}),
+    ((2, 6, 50), (4, 6, 5), {"pads": [2, 2], "strides": [2]}),            # 1-D
+    ((1, 8, 2, 2), (4, 8, 3, 3), {"pads": [2, 2, 2, 2]}),                 # pad > input
+]
+
+
+@needs_numba
+@pytest.mark.parametrize("xs,ws,attrs", CASES)
+@pytest.mark.parametrize("spread", ["one", "split", "blas"])
+def test_dense_conv_matches_onnxruntime(xs, ws, attrs, spread, monkeypatch):
+    if spread != "one":         # small shapes: spread them anyway
+        monkeypatch.setattr(jit, "_GEMM_PAR_MIN", 0)
+    x = np.random.default_rng(1).standard_normal(xs).astype(np.float32)
+    for bias in (True, False):
+        mb = _conv_model(xs, ws, attrs, bias=bias)
+        y, conv = _ours(mb, {"x": x}, 1 if spread == "one" else 2)
+        assert conv._gemm is not None
+        np.testing.assert_allclose(y, _ort(mb, {"x": x}), rtol=1e-4, atol=1e-5)
+        modes = {plan[2] for plan in conv._gemm._plans.values()}
+        if spread == "one":
+            assert modes == {"one"}
+        elif xs[0] >= 2:
+            assert modes == {"split"}           # images over the threads
+        else:
+            assert modes <= {"split", "blas"}   # bands, or BLAS's threads
+
+
+@needs_numba
+@pytest.mark.parametrize("act,params", [(None, None), ("Relu", None), ("LeakyRelu", [0.2]),
+                                        ("Clip", [-0.3, 0.4])])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_fused_conv_epilogue_with_z(act, params, threads, monkeypatch):
+    monkeypatch.setattr(jit, "_GEMM_PAR_MIN", 0)
+    xs, ws, attrs = (2, 6, 11, 12), (10, 6, 3, 3), {"pads": [1, 1, 1, 1]}
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(xs).astype(np.float32)
+    z = rng.standard_normal((2, 10, 11, 12)).astype(np.float32)
+    for with_z in (False, True):
+        mb = _conv_model(xs, ws, attrs, act=act, params=params, z=with_z)
+        feeds = {"x": x, "z": z} if with_z else {"x": x}
+        if act is None and not with_z:
+            continue
+        y, conv = _ours(mb, feeds, threads)
+        assert conv._gemm is not None and conv._gemm._plans
+        np.testing.assert_allclose(y, _ort(mb, feeds), rtol=1e-4, atol=1e-5)
+
+
+def _numpy_conv(mb, x):
+    """The reference: the model's Conv (pads [1, 1, 1, 1], stride 1) as a NumPy formula over
+    a window view, in float64."""
+    import onnx
+
+    m = onnx.load_from_string(mb)
+    w, b = (numpy_helper.to_array(t).astype(np.float64) for t in m.graph.initializer)
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    win = np.lib.stride_tricks.sliding_window_view(xp, w.shape[2:], axis=(2, 3))
+    return np.einsum("nchwij,mcij->nmhw", win, w) + b.reshape(1, -1, 1, 1)
+
+
+@needs_numba
+def test_float64_float16_and_broadcast_z_fall_back_right():
+    xs, ws, attrs = (2, 4, 9, 9), (6, 4, 3, 3), {"pads": [1, 1, 1, 1]}
+    x = np.random.default_rng(4).standard_normal(xs)
+    for dt, tol in ((np.float64, 1e-12), (np.float16, 2e-2)):
+        mb = _conv_model(xs, ws, attrs, dt=dt)
+        xd = x.astype(dt)
+        y, conv = _ours(mb, {"x": xd})
+        assert y.dtype == dt and conv._gemm is not None
+        np.testing.assert_allclose(y, _numpy_conv(mb, xd), rtol=tol, atol=tol)
+    # a Z that broadcasts is not the output's shape: the NumPy path adds it
+    mb = _conv_model(xs, ws, attrs, act="Relu", z=True)
+    x = np.random.default_rng(5).standard_normal(xs).astype(np.float32)
+    zb = np.random.default_rng(6).standard_normal((1, 6, 1, 1)).astype(np.float32)
+    y, conv = _ours(mb, {"x": x, "z": zb})
+    assert not conv._gemm._plans
+    np.testing.assert_allclose(y, np.maximum(_ort(_conv_model(xs, ws, attrs), {"x": x}) + zb,
+                                             0), rtol=1e-4, atol=1e-5)
+
+
+@needs_numba
+def test_wrong_channels_fail_cleanly_and_session_keeps_working():
+    mb = _conv_model(["N", "C", "H", "W"], (6, 4, 3, 3), {"pads": [1, 1, 1, 1]})
+    s = onnxrt.InferenceSession(mb)
+    with pytest.raises(Exception, match="channels"):
+        s.run(None, {"x": np.zeros((1, 5, 8, 8), np.float32)})
+    x = np.random.default_rng(7).standard_normal((1, 4, 8, 8)).astype(np.float32)
+    np.testing.assert_allclose(s.run(None, {"x": x})[0], _ort(mb, {"x": x}), rtol=1e-4,
+                               atol=1e-5)
+
+
+def test_without_blas_symbols_the_numpy_path_runs(monkeypatch):
+    monkeypatch.setattr(jit, "_blas_gemm", lambda dt: None)
+    xs, ws, attrs = CASES[1]
+    mb = _conv_model(xs, ws, attrs)
+    x = np.random.default_rng(8).standard_normal(xs).astype(np.float32)
+    y, conv = _ours(mb, {"x": x})
+    assert conv._gemm is None
+    np.testing.assert_allclose(y, _ort(mb, {"x": x}), rtol=1e-4, atol=1e-5)
+
+
+@needs_numba
+def test_split_runs_on_several_threads(monkeypatch):
+    """The images of a batch go to different threads (execute/intra.py)."""
+    import threading
+
+    monkeypatch.setattr(jit, "_GEMM_PAR_MIN", 0)
+    seen: set[int] = set()
+    real = intra.parallel_for
+
+    def spy(n, fn):
+        def item(k):
+            seen.add(threading.get_ident())
+            fn(k)
+        real(n, item)
+
+    monkeypatch.setattr(intra, "parallel_for", spy)
+    xs, ws, attrs = (8, 8, 30, 30), (16, 8, 3, 3), {"pads": [1, 1, 1, 1]}
+    mb = _conv_model(xs, ws, attrs)
+    x = np.random.default_rng(9).standard_normal(xs).astype(np.float32)
+    y, _ = _ours(mb, {"x": x}, 2)
+    np.testing.assert_allclose(y, _ort(mb, {"x": x}), rtol=1e-4, atol=1e-5)
+    assert len(seen) == 2
