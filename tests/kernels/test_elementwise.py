@@ -378,3 +378,32 @@ def test_det_and_bitcast():
     assert y.dtype == BF16
     with pytest.raises(Exception):
         run("BitCast", [v], {"to": onnx.TensorProto.INT64}, opset=26)
+
+
+def test_plain_ufuncs_bound_directly_where_types_and_ranks_are_known():
+    """Element-wise nodes whose input types and ranks (>= 1) are known run as the bare
+    ufunc (no wrapper call); 0-d and integer Div keep the wrapper and its semantics."""
+    from onnx import TensorProto as T
+    from onnx import helper as h
+
+    def chain(shape, dt, op2):
+        nodes = [h.make_node("Neg", ["x"], ["a"]), h.make_node("Abs", ["a"], ["b"]),
+                 h.make_node(op2, ["b", "x"], ["y"])]
+        g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", dt, shape)],
+                         [h.make_tensor_value_info("y", dt, None)])
+        return h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+
+    for shape, dt, op2, x, direct in [
+            ([3], T.FLOAT, "Add", np.array([1.5, -2.0, 0.0], np.float32), [True] * 3),
+            ([2, 2], T.INT32, "Div", np.array([[7, -7], [5, 3]], np.int32),
+             [True, True, False]),                       # integer Div truncates
+            ([], T.FLOAT, "Mul", np.array(-2.5, np.float32), [False] * 3)]:   # 0-d
+        m = chain(shape, dt, op2)
+        s = onnxrt.InferenceSession(m.SerializeToString())
+        fns = [st.fn for st in s._plan.steps]
+        assert [isinstance(f, np.ufunc) for f in fns] == direct, fns
+        y = s.run(None, {"x": x})[0]
+        ref = ort.InferenceSession(m.SerializeToString(),
+                                   providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+        assert type(y) is np.ndarray and y.dtype == ref.dtype and y.shape == ref.shape
+        np.testing.assert_array_equal(y, ref)

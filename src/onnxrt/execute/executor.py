@@ -43,19 +43,25 @@ def execute_plan(plan: GraphPlan, inputs: list[Any] | tuple[Any, ...],
     i = 0
     try:
         if prof is None and ro is None:
-            for fn, ins, outs, mode, free in plan.fast_steps:
-                if mode == 0:
-                    vals[outs[0]] = fn(*[vals[s] for s in ins])
-                elif mode == 1:
-                    for s, v in zip(outs, fn(*[vals[s] for s in ins])):
+            # the plain loop: one- and two-input steps unpacked (plan.quick_steps)
+            for arity, fn, a, b, o, free in plan.quick_steps:
+                if arity == 1:
+                    vals[o] = fn(vals[a])
+                elif arity == 2:
+                    vals[o] = fn(vals[a], vals[b])
+                elif o == 0:
+                    vals[b[0]] = fn(*[vals[s] for s in a])
+                elif o == 1:
+                    for s, v in zip(b, fn(*[vals[s] for s in a])):
                         vals[s] = v
-                elif mode == 2:
-                    vals[outs[0]] = fn(*[vals[s] for s in ins], ctx=ctx)
+                elif o == 2:
+                    vals[b[0]] = fn(*[vals[s] for s in a], ctx=ctx)
                 else:
-                    for s, v in zip(outs, fn(*[vals[s] for s in ins], ctx=ctx)):
+                    for s, v in zip(b, fn(*[vals[s] for s in a], ctx=ctx)):
                         vals[s] = v
-                for s in free:
-                    vals[s] = None
+                if free:
+                    for s in free:
+                        vals[s] = None
                 i += 1
         else:
             for fn, ins, outs, mode, free in plan.fast_steps:

@@ -87,7 +87,6 @@ class Graph:
         self.has_subgraphs = False
         self._names = itertools.count()
         self._dirty = True
-        self.changed = False
 
     # -- constants ------------------------------------------------------------------------
     def is_const(self, name: str) -> bool:
@@ -153,7 +152,6 @@ class Graph:
     # -- structure ------------------------------------------------------------------------
     def touch(self) -> None:
         self._dirty = True
-        self.changed = True
 
     def _index(self) -> None:
         if not self._dirty:
@@ -201,7 +199,6 @@ class Graph:
             for i, x in enumerate(n.input):
                 if x == old:
                     n.input[i] = new
-        self.changed = True
         if not self._dirty:   # keep the index current: passes ask again right away
             self._cons.pop(old, None)
             lst = self._cons.setdefault(new, [])
@@ -220,7 +217,6 @@ class Graph:
         dead = list(dead)
         ids = {id(n) for n in dead}
         self.nodes = [n for n in self.nodes if id(n) not in ids]
-        self.changed = True
         if self._dirty:
             return
         for n in dead:   # keep the index current (cheap: only the removed nodes' names)
@@ -324,14 +320,28 @@ class Graph:
                     g.input.append(helper.make_tensor_value_info(name, t.data_type, t.dims))
         g.sparse_initializer.extend(g0.sparse_initializer)
         alive = set(self._prod) | self.input_names
+        declared = set()
         for vi in g0.value_info:
             if vi.name in alive and vi.name not in self.consts:
                 g.value_info.append(vi)
+                declared.add(vi.name)
+        # the intermediate types shape inference found: kernels prepare for them (compiled
+        # kernels by dtype, plain ufuncs bound directly where ranks are known)
+        outputs = set(self.output_names)
+        for name in self._prod:
+            t = self.types.get(name)
+            if (t is not None and name not in declared and name not in outputs
+                    and name not in self.consts and t.HasField("tensor_type")
+                    and t.tensor_type.elem_type):
+                vi = g.value_info.add()
+                vi.name = name
+                vi.type.CopyFrom(t)
         g.quantization_annotation.extend(g0.quantization_annotation)
         g.metadata_props.extend(g0.metadata_props)
         for f in ("ir_version", "producer_name", "producer_version", "domain",
                   "model_version", "doc_string"):
-            setattr(m, f, getattr(self.model, f))
+            if self.model.HasField(f):      # unset stays unset (metadata tells them apart)
+                setattr(m, f, getattr(self.model, f))
         m.metadata_props.extend(self.model.metadata_props)
         m.functions.extend(self.model.functions)
         m.training_info.extend(self.model.training_info)

@@ -203,6 +203,5 @@ def optimize(model: onnx.ModelProto, level: int,
             break
     for n, f in fusions:
         run(n, f)
-    if not g.changed:
-        return model, []
+    # rebuilt even when no pass changed it: the inferred intermediate types go with it
     return g.to_model(), applied

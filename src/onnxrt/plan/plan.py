@@ -54,11 +54,23 @@ class GraphPlan:
     output_types: tuple[Any, ...] = ()
     slot_names: list[str] = field(default_factory=list)
     output_devices: tuple[Any, ...] = ()
-    # prebound form of ``steps`` for the executor's loop
+    # prebound forms of ``steps`` for the executor's loops: (fn, ins, outs, mode, free), and
+    # (arity, fn, a, b, out, free) for the plain loop, single-output steps of one or two
+    # inputs unpacked (arity 1 or 2) and the others as (0, fn, ins, outs, mode, free)
     fast_steps: tuple[tuple[Any, ...], ...] = ()
+    quick_steps: tuple[tuple[Any, ...], ...] = ()
 
     def freeze(self) -> "GraphPlan":
         self.fast_steps = tuple(s.as_tuple() for s in self.steps)
+        quick = []
+        for fn, ins, outs, mode, free in self.fast_steps:
+            if mode == MODE_SINGLE and len(ins) == 1:
+                quick.append((1, fn, ins[0], 0, outs[0], free))
+            elif mode == MODE_SINGLE and len(ins) == 2:
+                quick.append((2, fn, ins[0], ins[1], outs[0], free))
+            else:
+                quick.append((0, fn, ins, outs, mode, free))
+        self.quick_steps = tuple(quick)
         return self
 
 

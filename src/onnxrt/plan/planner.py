@@ -22,6 +22,7 @@ from onnxrt.execute.executor import RunContext, execute_plan
 from onnxrt.framework.kernel import KernelDef, NodeInfo
 from onnxrt.framework.device import CPU_DEVICE, Device
 from onnxrt.ir.attrs import attribute_value, sparse_to_dense, tensor_to_array
+from onnxrt.ir.dtypes import np_dtype
 from onnxrt.ir.schemas import function_body, get_schema, has_context_dependent_body, known_op
 from onnxrt.partition.partitioner import KernelAssigner, Partition, Placement, subgraph_path
 from onnxrt.partition.view import graph_free_names, node_reads
@@ -178,6 +179,25 @@ def _type_map(graph: onnx.GraphProto) -> dict[str, onnx.TypeProto]:
         if t.name not in types:
             types[t.name] = onnx.helper.make_tensor_type_proto(t.data_type, list(t.dims))
     return types
+
+
+def _plain_arrays(info: NodeInfo, kinds: str) -> bool:
+    """Every input of the node is known to be a tensor of rank >= 1 whose element type maps
+    to a NumPy dtype of one of ``kinds`` (what a kernel's ``direct`` ufunc needs)."""
+    if not info.input_types or len(info.input_types) != len(info.inputs):
+        return False
+    for t in info.input_types:
+        if t is None or not t.HasField("tensor_type"):
+            return False
+        tt = t.tensor_type
+        if not tt.elem_type or not tt.HasField("shape") or len(tt.shape.dim) == 0:
+            return False
+        try:
+            if np.dtype(np_dtype(tt.elem_type)).kind not in kinds:
+                return False
+        except Exception:       # no NumPy dtype for it
+            return False
+    return True
 
 
 class Planner:
@@ -624,6 +644,9 @@ class Planner:
                 del kwargs[name]
         if kd.needs_node:
             kwargs["node"] = info
+        direct = getattr(kd.impl, "direct", None)
+        if direct is not None and not kwargs and _plain_arrays(info, direct[1]):
+            return direct[0]
         return functools.partial(kd.impl, **kwargs) if kwargs else kd.impl
 
     # -- functions ------------------------------------------------------------------------
