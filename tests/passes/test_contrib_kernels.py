@@ -119,6 +119,34 @@ def test_attention_packed(unidirectional):
     _close(ours, ref, 1e-4, 1e-5)
 
 
+@pytest.mark.parametrize("unidirectional", [0, 1])
+@pytest.mark.parametrize("bias_shape", [None, (2, 1, 7, 7), (1, 3, 7, 7)])
+def test_attention_compiled_heads(unidirectional, bias_shape, monkeypatch):
+    """No past, no mask_index: the compiled path (heads read from the packed projection,
+    split over threads), with attention_bias broadcast and causal masking; unequal
+    qkv_hidden_sizes."""
+    from onnxrt.providers.cpu.contrib import attention as att
+    from onnxrt.providers.cpu.nn import jit
+    if not jit.available():
+        pytest.skip("numba is not installed: the NumPy path is covered above")
+    hits = []
+    real = att.Attention._compiled
+
+    def spy(self, *a):
+        hits.append(1)
+        return real(self, *a)
+
+    monkeypatch.setattr(att.Attention, "_compiled", spy)
+    b, s, h, n = 2, 7, 12, 3
+    ins = {"x": f32(b, s, h), "w": f32(h, 12 + 12 + 6) * 0.3, "bias": f32(30),
+           "mask": None, "past": None,
+           "ab": f32(*bias_shape) if bias_shape else None}
+    ours, ref = _run_both("Attention", ins, num_heads=n, unidirectional=unidirectional,
+                          qkv_hidden_sizes=[12, 12, 6])
+    _close(ours, ref, 1e-4, 1e-5)
+    assert hits
+
+
 def test_multi_head_attention_bias_and_padding():
     b, s, l, d, n = 2, 4, 6, 8, 2
     lengths = np.array([6, 3], np.int32)

@@ -1,16 +1,94 @@
 """MultiHeadAttention and Attention (com.microsoft): batched matmuls over all heads at once
-and one in-place softmax, in float32 (float16 inputs widen)."""
+and one in-place softmax, in float32 (float16 inputs widen). Attention's common case (no
+past, no 3-D mask) runs compiled: per (batch, head), two BLAS products read the heads
+straight out of the packed QKV projection and write straight into the output, with the
+scaled, masked softmax in between, the heads split over the session's threads."""
 
 from __future__ import annotations
 
+import math
+import threading
 from typing import Any
 
 import numpy as np
 
+from onnxrt.execute import intra
 from onnxrt.providers.cpu import CPU
 from onnxrt.providers.cpu.nn.matmul import matmul
 
 MS = "com.microsoft"
+
+
+def _heads(gemm, qkv, out, ab, has_ab, scale, causal, mask_value, n, dq, dk, dv, lo, hi):
+    """Heads lo..hi-1 (item = batch * n + head) of self-attention over the packed
+    projection qkv (B, S, dq+dk+dv) into out (B, S, dv): scores = scale * Q K^T (one gemm
+    on the strided head slices), + ab[b, h] (the additive bias, broadcast view), causal
+    positions set to mask_value, softmax per row, then scores @ V into the head's columns
+    of out (another gemm)."""
+    bsz, s_n, d3 = qkv.shape
+    hq = dq // n
+    hv = dv // n
+    qf = qkv.reshape(-1)
+    of = out.reshape(-1)
+    sc = np.empty((s_n, s_n), dtype=qkv.dtype)
+    one = qkv.dtype.type(1)
+    zero = qkv.dtype.type(0)
+    for it in range(lo, hi):
+        bi = it // n
+        h = it - bi * n
+        base = bi * s_n * d3
+        gemm(101, 111, 112, s_n, s_n, hq, scale, qf[base + h * hq:].ctypes.data, d3,
+             qf[base + dq + h * hq:].ctypes.data, d3, zero, sc.ctypes.data, s_n)
+        for i in range(s_n):
+            row = sc[i]
+            if has_ab:
+                abr = ab[bi, h, i]
+                for j in range(s_n):
+                    row[j] += abr[j]
+            if causal:
+                for j in range(i + 1, s_n):
+                    row[j] = mask_value
+            mx = row[0]
+            for j in range(s_n):
+                mx = max(mx, row[j])
+            tot = zero
+            for j in range(s_n):
+                e = math.exp(row[j] - mx)
+                row[j] = e
+                tot += e
+            inv = one / tot
+            for j in range(s_n):
+                row[j] *= inv
+        gemm(101, 111, 111, s_n, hv, s_n, one, sc.ctypes.data, s_n,
+             qf[base + dq + dk + h * hv:].ctypes.data, d3, zero,
+             of[bi * s_n * dv + h * hv:].ctypes.data, dv)
+
+
+_HEADS: list[Any] = []
+_HEADS_LOCK = threading.Lock()
+
+
+def _heads_kernel() -> Any:
+    """The compiled _heads (numba's disk cache or compiled once per process), or None where
+    numba is missing or disabled, or numpy's BLAS has no cblas gemm to call."""
+    from onnxrt.providers.cpu.nn import jit
+    if not jit.enabled():
+        return None
+    with _HEADS_LOCK:
+        if not _HEADS:
+            fn = None
+            gemm = jit._blas_gemm(np.dtype(np.float32)) if jit._load() is not None else None
+            if gemm is not None:
+                import numba
+                try:
+                    fn = numba.njit(cache=True, nogil=True)(_heads)
+                except Exception:   # no writable cache location
+                    fn = numba.njit(nogil=True)(_heads)
+                q = np.zeros((1, 1, 3), np.float32)
+                fn(gemm, q, np.empty((1, 1, 1), np.float32), np.zeros((1, 1, 1, 1), np.float32),
+                   False, np.float32(1), False, np.float32(0), 1, 1, 1, 1, 0, 1)
+            _HEADS.append((fn, gemm))
+    return _HEADS[0] if _HEADS[0][0] is not None else None
 
 
 def _softmax_(s: np.ndarray) -> np.ndarray:
@@ -121,6 +199,7 @@ class Attention:
         self.num_outputs = node.num_outputs
         w = node.constant_inputs.get(1)
         self.w = None if w is None else np.ascontiguousarray(_f32(np.asarray(w)))
+        self.heads = _heads_kernel() if self.num_outputs <= 1 else None
 
     def __call__(self, x, weights, bias=None, mask_index=None, past=None,
                  attention_bias=None, past_sequence_length=None, *rest):
@@ -136,6 +215,10 @@ class Attention:
         else:
             dq = dk = dv = qkv.shape[-1] // 3
         n = self.n
+        if (self.heads is not None and qkv.dtype == np.float32 and mask_index is None
+                and (past is None or past.size == 0) and dq == dk
+                and dq % n == 0 and dv % n == 0):
+            return self._compiled(qkv, attention_bias, b, s, n, dq, dk, dv, dt)
         q, k, v = qkv[..., :dq], qkv[..., dq:dq + dk], qkv[..., dq + dk:]
         qh = q.reshape(b, s, n, -1).transpose(0, 2, 1, 3)
         kh = k.reshape(b, s, n, -1).transpose(0, 2, 1, 3)
@@ -165,3 +248,23 @@ class Attention:
             return out
         present = np.stack([kh, vh]).astype(dt, copy=False)
         return out, present
+
+    def _compiled(self, qkv, attention_bias, b, s, n, dq, dk, dv, dt):
+        fn, gemm = self.heads
+        qkv = np.ascontiguousarray(qkv)
+        out = np.empty((b, s, dv), np.float32)
+        ab = np.zeros((1, 1, 1, 1), np.float32)
+        if attention_bias is not None:
+            ab = np.broadcast_to(_f32(attention_bias).astype(np.float32, copy=False),
+                                 (b, n, s, s))
+        sc = self.scale or 1.0 / math.sqrt(dq // n)
+        args = (gemm, qkv, out, ab, attention_bias is not None, np.float32(sc), self.causal,
+                np.float32(self.mask_value), n, dq, dk, dv)
+        items = b * n
+        t = intra.threads()
+        if t > 1 and items > 1:
+            parts = intra.split(items, t)
+            intra.parallel_for(len(parts), lambda k: fn(*args, *parts[k]))
+        else:
+            fn(*args, 0, items)
+        return out.astype(dt, copy=False)

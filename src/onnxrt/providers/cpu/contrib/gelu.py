@@ -9,46 +9,58 @@ from typing import Any
 
 import numpy as np
 
+from onnxrt.execute import intra
 from onnxrt.providers.cpu import CPU
 from onnxrt.providers.cpu.activations import gelu as _onnx_gelu
-from onnxrt.providers.cpu.elementwise import _ERF_A, _ERF_B
+from onnxrt.providers.cpu.elementwise import _ERF_A
 
 MS = "com.microsoft"
 
 
-# -- erf GELU compiled: one pass over memory instead of NumPy's ~40 (the erf polynomials of
-# providers/cpu/elementwise.py evaluated per element; 2.5x at 1024x3072, BERT's FFN)
+# -- erf GELU compiled: one branch-free, vectorized pass over memory instead of NumPy's ~40
+# (the erf polynomials of providers/cpu/elementwise.py evaluated per element).
+# erf(a) on 1 < a <= 4 as a polynomial in s = (a - 2.5) / 1.5 (Chebyshev fit made for this
+# module, degree 12: max abs error 8e-8 in float32, the resolution of float32 near 1), so
+# no exp is needed and LLVM vectorizes the loop: 0.28 ms for BERT's 128x3072 FFN
+# activation against 2.1 ms for the previous compiled loop (a branch and an exp per element).
+_ERF_P = (0.9995930793531125, 0.0032669689595047485, -0.012255908109799884,
+          0.028195845522783362, -0.043602195988175406, 0.046322068328377146,
+          -0.03216432598392525, 0.009810791183228846, 0.0074836259591904205,
+          -0.010797660575997329, 0.003426099748766732, 0.001851567600602892,
+          -0.00113001804879523)
+_ERF_A32 = tuple(float(v) for v in _ERF_A)
 _GELU: list[Any] = []
 _GELU_LOCK = threading.Lock()
+# a call splits its rows over the session's threads from this many elements on
+_PAR_MIN = 1 << 20
 
 
-def _gelu_loop(x: np.ndarray, b: np.ndarray, y: np.ndarray, ca: np.ndarray,
-               cb: np.ndarray) -> None:
-    """y[i, j] = gelu(x[i, j] + b[j]) in float32 on 2-D arrays (b of length 0: no bias)."""
-    n, m = x.shape
-    r2 = np.float32(0.7071067811865476)
-    half, one, four, c25 = np.float32(0.5), np.float32(1.0), np.float32(4.0), np.float32(2.5)
-    has_b = b.shape[0] > 0
-    for i in range(n):
+def _gelu_rows(x: np.ndarray, b: np.ndarray, y: np.ndarray, has_b: bool, lo: int,
+               hi: int) -> None:
+    """y[i, j] = gelu(x[i, j] + b[j]) for rows lo..hi-1, float32, 2-D (b unused when not
+    has_b). Both erf pieces are evaluated and one is selected: no branch per element."""
+    m = x.shape[1]
+    one = np.float32(1.0)
+    for i in range(lo, hi):
+        xr = x[i]
+        yr = y[i]
         for j in range(m):
-            v = x[i, j] + b[j] if has_b else x[i, j]
-            t = v * r2
-            a = min(abs(t), four)
+            v = xr[j] + b[j] if has_b else xr[j]
+            t = v * np.float32(0.7071067811865476)
+            a = min(abs(t), np.float32(4.0))
             u = a * a
-            if a <= one:
-                p = ca[6]
-                for k in range(5, -1, -1):
-                    p = p * u + ca[k]
-                e = a * p
-            else:
-                s = a - c25
-                p = cb[10]
-                for k in range(9, -1, -1):
-                    p = p * s + cb[k]
-                e = one - math.exp(-u) * p
-            if t < 0:
-                e = -e
-            y[i, j] = half * v * (one + e)
+            ps = np.float32(_ERF_A32[6])
+            for k in range(5, -1, -1):
+                ps = ps * u + np.float32(_ERF_A32[k])
+            small = a * ps
+            s = (a - np.float32(2.5)) * np.float32(1 / 1.5)
+            pb = np.float32(_ERF_P[12])
+            for k in range(11, -1, -1):
+                pb = pb * s + np.float32(_ERF_P[k])
+            e = small if a <= one else pb
+            e = one if a >= np.float32(4.0) else e     # saturated: gelu(-inf) is NaN, as 0*inf
+            e = e if t >= 0 else -e
+            yr[j] = np.float32(0.5) * v * (one + e)
 
 
 def _gelu_kernel() -> Any:
@@ -61,21 +73,18 @@ def _gelu_kernel() -> Any:
         if not _GELU:
             try:
                 import numba
+                opts = dict(nogil=True, error_model="numpy",
+                            fastmath={"contract", "nsz", "arcp"})
                 try:
-                    fn = numba.njit(cache=True, error_model="numpy")(_gelu_loop)
+                    fn = numba.njit(cache=True, **opts)(_gelu_rows)
                 except Exception:   # no writable cache location
-                    fn = numba.njit(error_model="numpy")(_gelu_loop)
+                    fn = numba.njit(**opts)(_gelu_rows)
                 x = np.zeros((1, 1), np.float32)
-                fn(x, np.zeros(1, np.float32), np.empty_like(x), _CA, _CB)   # compile now
+                fn(x, x[0], np.empty_like(x), True, 0, 1)   # compile now
             except Exception:
                 fn = None
             _GELU.append(fn)
     return _GELU[0]
-
-
-_CA = np.array(_ERF_A, np.float32)
-_CB = np.array(_ERF_B, np.float32)
-_NO_BIAS = np.zeros(0, np.float32)
 
 
 class _ErfGelu:
@@ -91,8 +100,15 @@ class _ErfGelu:
                                  and bias.shape[0] == x.shape[-1])):
             x2 = np.ascontiguousarray(x).reshape(-1, x.shape[-1])
             y = np.empty_like(x2)
-            self.loop(x2, _NO_BIAS if bias is None else np.ascontiguousarray(bias), y,
-                      _CA, _CB)
+            b = x2[0] if bias is None else np.ascontiguousarray(bias)
+            args = (x2, b, y, bias is not None)
+            rows = x2.shape[0]
+            t = intra.threads() if x2.size >= _PAR_MIN else 1
+            if t > 1 and rows > 1:
+                parts = intra.split(rows, t)
+                intra.parallel_for(len(parts), lambda k: self.loop(*args, *parts[k]))
+            else:
+                self.loop(*args, 0, rows)
             return y.reshape(x.shape)
         return _onnx_gelu(x if bias is None else x + bias, approximate="none")
 
