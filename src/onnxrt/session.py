@@ -138,6 +138,8 @@ class InferenceSession:
         debug = (cfg.get("session.debug_checks") == "1" or os.environ.get("ONNXRT_DEBUG") == "1")
         self._debug = debug
         self._threads = max(0, int(so.intra_op_num_threads or 0))
+        # onnxruntime's key: idle intra-op workers spin while a run is on (execute/hotpool.py)
+        self._spin = cfg.get("session.intra_op.allow_spinning", "1") != "0"
         if so.enable_cpu_mem_arena:
             use_arena()
         if so.execution_mode == ExecutionMode.ORT_PARALLEL and plan.steps:
@@ -299,7 +301,7 @@ class InferenceSession:
         try:
             # numpy's floating-point warnings (log(0), 0/0...) are results, not errors, in
             # ONNX: onnxruntime does not warn either
-            with limit_threads(self._threads), np.errstate(all="ignore"):
+            with limit_threads(self._threads, self._spin), np.errstate(all="ignore"):
                 if self._pinfo is not None and plan is self._plan:
                     results = execute_plan_parallel(plan, values, None, ctx, self._pool,
                                                     self._pinfo)

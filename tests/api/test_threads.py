@@ -150,3 +150,61 @@ def test_cpu_mem_arena_option_is_process_wide(tmp_path):
                          check=True).stdout.split()
     glibc = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
     assert out == ["False", str(glibc)]
+
+
+def test_hot_pool_items_errors_parking_and_allow_spinning(monkeypatch):
+    """Splits into as many items as threads go to the spinning workers while a session
+    runs: every item once, errors raised after all finish, workers parked after the run;
+    session.intra_op.allow_spinning=0 takes the blocking pool instead."""
+    import time
+
+    from onnxrt.execute import hotpool, intra, threads
+
+    if hotpool.get(threads.default_threads() - 1) is None:
+        import pytest
+        pytest.skip("no compiled spin loops (numba missing) or a single core")
+    pool = hotpool.get(threads.default_threads() - 1)
+    t = min(2, pool.n + 1)
+    with threads.limit_threads(t):
+        seen: list[int] = []
+        intra.parallel_for(t, seen.append)
+        assert sorted(seen) == list(range(t))
+
+        def bad(i):
+            if i == t - 1:
+                raise KeyError("worker item failed")
+
+        try:
+            intra.parallel_for(t, bad)
+        except KeyError as e:
+            assert "worker item" in str(e)
+        else:
+            raise AssertionError("the worker's error was lost")
+    deadline = time.monotonic() + 5
+    while not pool.ctl[:, hotpool._PARKED].all() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert pool.ctl[:, hotpool._PARKED].all()       # no worker left spinning
+    # a parked worker wakes for the next post
+    with threads.limit_threads(t):
+        seen.clear()
+        intra.parallel_for(t, seen.append)
+        assert sorted(seen) == list(range(t))
+
+    runs = []
+    monkeypatch.setattr(hotpool.HotPool, "run", lambda self, n, fn: runs.append(n))
+    m = branches_model(2)
+    x = rand(256, 64, seed=5)
+    from onnxrt.providers.cpu.nn import jit
+    monkeypatch.setattr(jit, "_GEMM_PAR_MIN", 0)
+    for spin in ("1", "0"):
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = t
+        so.add_session_config_entry("session.intra_op.allow_spinning", spin)
+        s = ort.InferenceSession(m.SerializeToString(), so)
+        with threads.limit_threads(t, spin == "1"):
+            runs.clear()
+            intra.parallel_for(t, lambda i: None)
+            assert bool(runs) == (spin == "1")
+        np.testing.assert_allclose(s.run(None, {"x": x})[0], expected(m, x), rtol=1e-5,
+                                   atol=1e-5)
+        assert s._spin == (spin == "1")

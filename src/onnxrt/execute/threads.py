@@ -14,12 +14,14 @@ import os
 import threading
 from typing import Any, Iterator
 
-__all__ = ["limit_threads", "default_threads", "jit_threads", "blas_libraries"]
+__all__ = ["limit_threads", "default_threads", "jit_threads", "blas_libraries",
+           "spinning_allowed"]
 
 _CONTROLLER: list[Any] = []
 _LOCK = threading.Lock()
 _BLAS: list[list[Any]] = []
 _JIT_LIMIT = [0]        # 0: no session limit in force (use every core)
+_SPIN = [True]          # the running session lets idle intra-op workers spin
 
 
 def default_threads() -> int:
@@ -29,6 +31,11 @@ def default_threads() -> int:
 def jit_threads() -> int:
     """The thread limit of the session now running (0 when none is set)."""
     return _JIT_LIMIT[0]
+
+
+def spinning_allowed() -> bool:
+    """The running session's ``session.intra_op.allow_spinning`` (default on)."""
+    return _SPIN[0]
 
 
 def _controller() -> Any:
@@ -52,15 +59,21 @@ def blas_libraries() -> list[Any]:
 
 
 @contextlib.contextmanager
-def limit_threads(n: int) -> Iterator[None]:
-    """BLAS (and OpenMP) threads limited to ``n`` inside the block."""
-    if n <= 0:
-        yield
-        return
-    prev = _JIT_LIMIT[0]
+def limit_threads(n: int, spin: bool = True) -> Iterator[None]:
+    """BLAS (and OpenMP) threads limited to ``n`` inside the block (when n > 0), the kernels'
+    own splits bounded by it (execute/intra.py), their idle workers spinning while it runs
+    only if ``spin``; on leaving, the spinning workers park."""
+    prev = _JIT_LIMIT[0], _SPIN[0]
     _JIT_LIMIT[0] = n
+    _SPIN[0] = spin
     try:
-        with _controller().limit(limits=n):
+        if n > 0:
+            with _controller().limit(limits=n):
+                yield
+        else:
             yield
     finally:
-        _JIT_LIMIT[0] = prev
+        _JIT_LIMIT[0], _SPIN[0] = prev
+        from onnxrt.execute import hotpool
+
+        hotpool.park()

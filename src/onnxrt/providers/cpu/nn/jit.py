@@ -622,7 +622,7 @@ _MIN_COLS = 512
 # below this many flops a conv runs on the calling thread with BLAS single-threaded: a
 # split costs ~100 us (waking a worker and waiting for it, GIL hand-offs included), more
 # than it saves on a conv under ~0.3 ms, and so does waking BLAS's own threads
-_GEMM_PAR_MIN = 40_000_000
+_GEMM_PAR_MIN = 16_000_000
 
 
 def _blas_gemm(dt: np.dtype) -> Any:
