@@ -1,8 +1,8 @@
-"""The compiled dense Conv (im2col, BLAS product and epilogue in one numba call per thread,
-nn/jit.py GemmConv) against onnxruntime: strides, pads, dilations, auto_pad, 1-D, 1x1
-direct, bias, FusedConv's Z and activations, float64/float16, every way of spreading the
-work (one thread, images or bands over threads, BLAS's own threads), and the NumPy path
-it falls back to."""
+"""The compiled dense and grouped Conv (im2col, BLAS product and epilogue in one numba call
+per thread, nn/jit.py GemmConv) against onnxruntime: strides, pads, dilations, auto_pad,
+1-D, 1x1 direct, groups, bias, FusedConv's Z and activations, float64/float16, every way
+of spreading the work (one thread, images or bands over threads, BLAS's own threads), and
+the NumPy path it falls back to."""
 
 from __future__ import annotations
 
@@ -75,6 +75,9 @@ CASES = [  # input shape, weight shape, attributes
     ((1, 3, 40, 40), (8, 3, 7, 7), {"pads": [3, 3, 3, 3], "strides": [2, 2]}),
     ((2, 6, 50), (4, 6, 5), {"pads": [2, 2], "strides": [2]}),            # 1-D
     ((1, 8, 2, 2), (4, 8, 3, 3), {"pads": [2, 2, 2, 2]}),                 # pad > input
+    ((2, 6, 9, 9), (9, 2, 3, 3), {"group": 3, "pads": [1, 1, 1, 1]}),     # grouped
+    ((1, 12, 8, 8), (24, 4, 1, 1), {"group": 3}),                         # grouped 1x1
+    ((3, 8, 11, 10), (8, 4, 3, 2), {"group": 2, "strides": [2, 1], "dilations": [1, 2]}),
 ]
 
 

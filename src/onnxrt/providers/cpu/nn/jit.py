@@ -448,15 +448,18 @@ def _im2col_band(xf, cols, base, c_n, hh, ww, r0, r1, kh_n, kw_n, sh, sw, dh, dw
 
 
 def _gemm_conv_items(gemm, x, w, y, b, has_b, z, has_z, kind, alpha, beta, one, zero, kh_n,
-                     kw_n, sh, sw, dh, dw, ph, pw, ow_n, items, direct, lo, hi):
-    """Items lo..hi-1 of a dense conv, each (image, first row, end row, first channel, end
-    channel) of the output y (N, M, OH*OW): the band's im2col (skipped for a 1x1 stride-1
-    conv without padding, whose input is its own column matrix), one BLAS product of the
-    weight rows w (M, C*KH*KW) into y through ``gemm`` (cblas_sgemm/dgemm of numpy's BLAS,
-    called without the GIL), then the epilogue on the block while it is in cache."""
+                     kw_n, sh, sw, dh, dw, ph, pw, ow_n, mg, items, direct, lo, hi):
+    """Items lo..hi-1 of a conv, each (image, first row, end row, first channel, end
+    channel) of the output y (N, M, OH*OW), the channels within one group of ``mg``: the
+    band's im2col over the group's input channels (skipped for a 1x1 stride-1 conv without
+    padding, whose input is its own column matrix), one BLAS product of the weight rows
+    w (M, Cg*KH*KW) into y through ``gemm`` (cblas_sgemm/dgemm of numpy's BLAS, called
+    without the GIL), then the epilogue on the block while it is in cache."""
     m_all = w.shape[0]
     kk = w.shape[1]
+    cg = kk // (kh_n * kw_n)
     ldc = y.shape[2]
+    plane = x.shape[2] * x.shape[3]
     # flat views: a block's pointer is a slice's (pointer arithmetic on ctypes.data would
     # mix unsigned and signed integers)
     xf = x.reshape(-1)
@@ -469,13 +472,13 @@ def _gemm_conv_items(gemm, x, w, y, b, has_b, z, has_z, kind, alpha, beta, one, 
     for t in range(lo, hi):
         i, r0, r1, m0, m1 = items[t, 0], items[t, 1], items[t, 2], items[t, 3], items[t, 4]
         nc = (r1 - r0) * ow_n
+        ch0 = i * x.shape[1] + (m0 // mg) * cg      # the group's first input channel
         if direct:
-            bptr = xf[i * x.shape[1] * ldc + r0 * ow_n:].ctypes.data
+            bptr = xf[ch0 * ldc + r0 * ow_n:].ctypes.data
             ldb = ldc
         else:
-            _im2col_band(xf, cols, i * x.shape[1] * x.shape[2] * x.shape[3], x.shape[1],
-                         x.shape[2], x.shape[3], r0, r1, kh_n, kw_n, sh, sw, dh, dw, ph, pw,
-                         ow_n)
+            _im2col_band(xf, cols, ch0 * plane, cg, x.shape[2], x.shape[3], r0, r1, kh_n,
+                         kw_n, sh, sw, dh, dw, ph, pw, ow_n)
             bptr = cols.ctypes.data
             ldb = nc
         c0 = r0 * ow_n
@@ -669,8 +672,10 @@ class GemmConv:
     its product and its epilogue, so the session's threads split the images (or the bands
     of one image) and run them fully in parallel."""
 
-    def __init__(self, w: np.ndarray, gemm: Any) -> None:
+    def __init__(self, w: np.ndarray, gemm: Any, group: int = 1) -> None:
         self.m = int(w.shape[0])
+        self.group = group
+        self.mg = self.m // group
         self.kernel = tuple(int(k) for k in w.shape[2:])
         if len(self.kernel) == 1:
             self.kernel = (1,) + self.kernel
@@ -688,7 +693,7 @@ class GemmConv:
         for direct in (True, False):
             _K["gemm_conv"](gemm, x, np.zeros((self.m, self.w.shape[1]), dt), y, self.nob,
                             False, self.noz, False, 0, self.zero, self.zero, self.one,
-                            self.zero, 1, 1, 1, 1, 1, 1, 0, 0, 1, items, direct, 0, 1)
+                            self.zero, 1, 1, 1, 1, 1, 1, 0, 0, 1, self.m, items, direct, 0, 1)
 
     def _plan(self, n: int, out: tuple[int, int], direct: bool, t: int) -> tuple:
         """Items (image, row0, row1, m0, m1) and one contiguous range of them per thread."""
@@ -712,17 +717,18 @@ class GemmConv:
         # BLAS splits better than we do: its threads share the packed panels, measured
         # 0.38 ms against 0.6 for two halves on 64x256 @ 56x56)
         mode = "one"
+        units = n * self.group      # (image, group) blocks: independent, equal work
         if t > 1 and flops >= _GEMM_PAR_MIN:
             mode = "split"
-            if n < t:
-                more = -(-t // (n * len(rows)))
+            if units < 2 * t and units % t:         # too few to share evenly
+                more = -(-t // (units * len(rows)))
                 if direct or ow * (band // more) < 256:
                     mode = "blas"
-                elif n * len(rows) < t:              # thinner bands, still >= 256 columns
+                elif units * len(rows) < t:          # thinner bands, still >= 256 columns
                     band = -(-band // more)
                     rows = [(r, min(oh, r + band)) for r in range(0, oh, band)]
-        items = np.array([(i, r0, r1, 0, self.m) for i in range(n) for r0, r1 in rows],
-                         np.int64)
+        items = np.array([(i, r0, r1, g * self.mg, (g + 1) * self.mg) for i in range(n)
+                          for r0, r1 in rows for g in range(self.group)], np.int64)
         ranges = intra.split(len(items), t) if mode == "split" else [(0, len(items))]
         hit = (items, ranges, mode)
         self._plans[key] = hit
@@ -736,9 +742,9 @@ class GemmConv:
                                               [0] + begin, [1] + out_sp)
         n = x.shape[0]
         kh, kw = self.kernel
-        if x.shape[1] * kh * kw != self.w.shape[1]:
+        if x.shape[1] * kh * kw != self.w.shape[1] * self.group:
             raise ValueError(f"input has {x.shape[1]} channels, the weight expects "
-                             f"{self.w.shape[1] // (kh * kw)}")
+                             f"{self.w.shape[1] // (kh * kw) * self.group}")
         x = np.ascontiguousarray(x, dtype=self.w.dtype)
         oh, ow = out_sp
         direct = (kh == 1 and kw == 1 and strides == [1, 1] and begin == [0, 0]
@@ -750,7 +756,7 @@ class GemmConv:
         zz = self.noz if z is None else np.ascontiguousarray(z, dtype=dt).reshape(y.shape)
         args = (self.gemm, x, self.w, y, b, bias is not None, zz, z is not None, kind,
                 dt.type(alpha), dt.type(beta), self.one, self.zero, kh, kw, strides[0],
-                strides[1], dil[0], dil[1], begin[0], begin[1], ow, items, direct)
+                strides[1], dil[0], dil[1], begin[0], begin[1], ow, self.mg, items, direct)
         fn = _K["gemm_conv"]
         if mode == "blas":
             fn(*args, 0, len(items))
@@ -770,14 +776,16 @@ class GemmConv:
 
 
 def gemm_conv_kernel(w: np.ndarray, group: int) -> GemmConv | None:
-    """The compiled dense conv for a constant weight (M, C, *kernel) in the compute dtype:
-    group 1, 1-D or 2-D, float32/float64, when numpy's BLAS exposes its cblas gemm."""
-    if group != 1 or w.ndim not in (3, 4) or not _ready(w.dtype):
+    """The compiled conv for a constant weight (M, Cg, *kernel) in the compute dtype: dense
+    or grouped with several channels per group (depthwise has its own kernels), 1-D or
+    2-D, float32/float64, when numpy's BLAS exposes its cblas gemm."""
+    if (w.ndim not in (3, 4) or (group > 1 and w.shape[1] == 1) or w.shape[0] % group
+            or not _ready(w.dtype)):
         return None
     gemm = _blas_gemm(w.dtype)
     if gemm is None:
         return None
-    return GemmConv(np.asarray(w), gemm)
+    return GemmConv(np.asarray(w), gemm, group)
 
 
 # -- Conv's epilogue ---------------------------------------------------------------------------
@@ -798,15 +806,20 @@ def epilogue_kernel(dtype: Any) -> Callable | None:
     return fn
 
 
+# a non-overlapping pool takes the compiled kernel from this much work (outputs x taps)
+_NONOVERLAP_MIN_WORK = 2_000_000
+
 # -- MaxPool / AveragePool ------------------------------------------------------------------
 
 class JitPool:
     """Max or average pooling of float32/float64 (N, C, H, W) or (N, C, W) inputs."""
 
-    def __init__(self, is_max: bool, dtype: np.dtype, strided: bool) -> None:
+    def __init__(self, is_max: bool, dtype: np.dtype, strided: bool,
+                 min_work: int = 0) -> None:
         self.is_max = int(is_max)
         self.dtype = dt = np.dtype(dtype)
         self.strided = strided
+        self.min_work = min_work     # smaller calls: None, the NumPy path is faster
         # compile (or load from the cache) now
         if strided:
             _K["pool"](np.zeros((1, 2, 2), dt), np.empty((1, 1, 1), dt), np.ones((1, 1), dt),
@@ -815,11 +828,13 @@ class JitPool:
             _K["spool"](np.zeros((1, 2, 2), dt), np.empty((1, 1, 1), dt), np.ones((1, 1), dt),
                         self.is_max, 1, 1, 1, 1, 0, 0, 0, 1)
 
-    def __call__(self, x: np.ndarray, geo: Any, div: np.ndarray | None) -> np.ndarray:
+    def __call__(self, x: np.ndarray, geo: Any, div: np.ndarray | None) -> np.ndarray | None:
         n, c = x.shape[:2]
         k, s, d, b, o = geo.kernel, geo.strides, geo.dil, geo.begin, geo.out
         if x.ndim == 3:
             k, s, d, b, o = [1] + k, [1] + s, [1] + d, [0] + b, [1] + o
+        if n * c * o[0] * o[1] * (k[0] + k[1]) < self.min_work:
+            return None
         x3 = np.ascontiguousarray(x).reshape(n * c, 1 if x.ndim == 3 else x.shape[2],
                                              x.shape[-1])
         out = np.empty((n * c, o[0], o[1]), dtype=x.dtype)
@@ -839,11 +854,14 @@ class JitPool:
 def pool_kernel(is_max: bool, dtype: Any, kernel: Any, strides: Any) -> JitPool | None:
     """A compiled max/average pool for float32/float64 input (``dtype`` from the node's
     input type) where it wins by measurement: overlapping windows (at stride 1
-    _spool_planes, else _dpool_planes).
-    Non-overlapping windows (2x2/2) are faster on the NumPy path (1.3x) and stay there."""
+    _spool_planes, else _dpool_planes); non-overlapping windows (2x2/2) only when big
+    enough to split over threads (VGG's 64x224x224: 1.05 ms against NumPy's 1.43; at
+    256x56x56 NumPy's 0.43 wins over 0.53)."""
     if not kernel or not _ready(dtype):
         return None
     strides = list(strides or [1] * len(kernel))
-    if len(kernel) not in (1, 2) or all(k <= s for k, s in zip(kernel, strides)):
+    if len(kernel) not in (1, 2):
         return None
-    return JitPool(is_max, dtype, any(s != 1 for s in strides))
+    overlap = any(k > s for k, s in zip(kernel, strides))
+    return JitPool(is_max, dtype, any(s != 1 for s in strides),
+                   0 if overlap else _NONOVERLAP_MIN_WORK)
