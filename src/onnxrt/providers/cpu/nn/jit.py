@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from onnxrt.execute import intra
+from onnxrt.execute import hotpool, intra
 from onnxrt.execute.threads import blas_libraries
 from onnxrt.ir.dtypes import np_dtype
 
@@ -759,6 +759,7 @@ class GemmConv:
                 strides[1], dil[0], dil[1], begin[0], begin[1], ow, self.mg, items, direct)
         fn = _K["gemm_conv"]
         if mode == "blas":
+            hotpool.park()          # BLAS's threads get the cores, not spinning workers
             fn(*args, 0, len(items))
         elif mode == "one":
             blas = blas_libraries()
