@@ -208,3 +208,37 @@ def test_hot_pool_items_errors_parking_and_allow_spinning(monkeypatch):
         np.testing.assert_allclose(s.run(None, {"x": x})[0], expected(m, x), rtol=1e-5,
                                    atol=1e-5)
         assert s._spin == (spin == "1")
+
+
+def test_split_kernels_work_in_a_forked_child():
+    """A child forked after the intra-op pools started makes its own (the parent's threads
+    do not exist there): a conv split over threads finishes in the child."""
+    import os
+    import sys
+
+    import pytest
+    if not hasattr(os, "fork") or sys.platform == "darwin":
+        pytest.skip("fork is not available or not safe here")
+    from onnxrt.execute import intra, threads
+
+    with threads.limit_threads(2):
+        intra.parallel_for(2, lambda i: None)      # the pools exist in the parent
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:       # the child: run a split and report
+        code = 1
+        try:
+            with threads.limit_threads(2):
+                seen = []
+                intra.parallel_for(2, seen.append)
+                intra.parallel_for(5, seen.append)
+            code = 0 if sorted(seen) == [0, 0, 1, 1, 2, 3, 4] else 2
+        finally:
+            os.write(w, bytes([code]))
+            os._exit(0)
+    os.close(w)
+    import select
+    ready, _, _ = select.select([r], [], [], 60)
+    assert ready, "the forked child hung in a split"
+    assert os.read(r, 1) == bytes([0])
+    os.waitpid(pid, 0)

@@ -22,6 +22,7 @@ the loop and lets the other thread of a shared core run.
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 from typing import Any, Callable
 
@@ -195,3 +196,12 @@ def get(workers: int) -> HotPool | None:
 def park() -> None:
     if _POOL and _POOL[0] is not None:
         _POOL[0].park()
+
+
+def _forget() -> None:
+    """In a forked child: the parent's workers do not exist there; make new ones on use."""
+    _POOL.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget)

@@ -24,6 +24,7 @@ waits on the pool it runs in.
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
@@ -59,6 +60,15 @@ def _pool() -> ThreadPoolExecutor:
                 _POOL.append(ThreadPoolExecutor(max(1, default_threads() - 1),
                                                 thread_name_prefix="onnxrt-intra"))
     return _POOL[0]
+
+
+def _forget() -> None:
+    """In a forked child: the parent's pool threads do not exist there."""
+    _POOL.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget)
 
 
 def parallel_for(n: int, fn: Callable[[int], None]) -> None:
