@@ -1,4 +1,11 @@
-"""Conv: one class kernel choosing, per weight, among three algorithms.
+"""Conv: one class kernel choosing, per weight, among the compiled kernels and three NumPy
+algorithms.
+
+With numba (the ``jit`` extra) a constant weight takes a compiled kernel (nn/jit.py):
+dense and grouped convs ``GemmConv`` (im2col, numpy's BLAS gemm and the epilogue in one
+call per thread, images or bands split over the session's threads), depthwise ones the
+compiled tap loops. The NumPy algorithms below serve the rest (weights computed at run
+time, 3-D, other dtypes, no numba):
 
 * 1x1: one matmul on the reshaped input (no copy at stride 1 without padding).
 * depthwise (one input channel per group): k^d multiply-adds. The padded input is split

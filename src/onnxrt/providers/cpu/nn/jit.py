@@ -1,17 +1,19 @@
-"""Compiled (numba) loop nests for the kernels NumPy cannot make fast: depthwise Conv,
-MaxPool/AveragePool over 1-D and 2-D images, and Conv's epilogue.
+"""Compiled (numba) loop nests for the kernels NumPy cannot make fast: dense, grouped and
+depthwise Conv, MaxPool/AveragePool over 1-D and 2-D images, and Conv's epilogue.
 
-numba is optional: nothing here imports it until a session asks for a compiled kernel
-(importing numba costs 0.3-0.6 s, as much as importing onnxrt). Kernels are chosen in the
-class kernels' ``__init__`` (``conv_kernel`` and ``pool_kernel`` return None when numba is
+numba is a dependency, yet the code runs without it: nothing here imports it until a
+session asks for a compiled kernel (importing numba costs 0.3-0.6 s, as much as importing
+onnxrt). Kernels are chosen in the class kernels' ``__init__`` (``gemm_conv_kernel``,
+``conv_kernel`` and ``pool_kernel`` return None when numba is
 missing, disabled with ``ONNXRT_JIT=0``, or the node is not one where a compiled kernel won
 by measurement), and they are compiled or loaded from numba's on-disk cache there, so a run
 never compiles. The cache lives beside this file, or in the user's cache dir when the
 package dir is read-only (numba's own fallback; ``NUMBA_CACHE_DIR`` overrides both); with
 neither writable the kernels compile once per process.
 
-Results match the NumPy path: the same products summed in the same order (conv and max
-pooling are bit-identical; average pooling sums in another order, within float32 rounding).
+Results match the NumPy path: depthwise conv and max pooling bit for bit (the same products
+summed in the same order); average pooling and the BLAS-based convs within float32 rounding
+(other summation orders).
 
 Threads: every kernel is compiled ``nogil`` and takes a range of planes (or images) as its
 last two arguments; a big enough call is split into one contiguous range per thread of the
