@@ -35,22 +35,10 @@ _SPINS = 1000                # idle polls (~0.3 us each) before a worker parks
 _POSTED, _DONE, _PARKED, _PARK = 0, 1, 2, 3
 
 
-def _spin_for_post(ctl, w, last, spins, yield_fn):
-    """The posted sequence number of worker w once it differs from ``last``, or -1 after
-    ``spins`` polls or on a park request."""
-    for _ in range(spins):
-        v = ctl[w, 0]
-        if v != last:
-            return v
-        if ctl[w, 3] != 0:
-            return -1
-        yield_fn()
-    return -1
-
-
 def _publish_and_spin(ctl, w, done, spins, yield_fn):
     """Mark item ``done`` finished (without the GIL, so the waiting caller never waits for
-    it), then wait for the next post like _spin_for_post."""
+    it), then return the next posted sequence number once it differs from ``done``, or -1
+    after ``spins`` polls or on a park request."""
     ctl[w, 1] = done
     for _ in range(spins):
         v = ctl[w, 0]
@@ -72,8 +60,8 @@ _LOCK = threading.Lock()
 
 
 def _compiled() -> Any:
-    """(spin_for_post, publish_and_spin, wait_done, sched_yield) compiled, or None without
-    numba or libc's sched_yield."""
+    """(publish_and_spin, wait_done, sched_yield) compiled, or None without numba or libc's
+    sched_yield."""
     with _LOCK:
         if not _FNS:
             out = None
@@ -85,15 +73,14 @@ def _compiled() -> Any:
                 y.argtypes = []
                 y.restype = ctypes.c_int
                 fns = []
-                for f in (_spin_for_post, _publish_and_spin, _wait_done):
+                for f in (_publish_and_spin, _wait_done):
                     try:
                         fns.append(numba.njit(cache=True, nogil=True)(f))
                     except Exception:   # no writable cache location
                         fns.append(numba.njit(nogil=True)(f))
                 ctl = np.zeros((1, 4), np.int64)
                 fns[0](ctl, 0, 0, 1, y)
-                fns[1](ctl, 0, 0, 1, y)
-                fns[2](ctl, 0, 0, y)
+                fns[1](ctl, 0, 0, y)
                 out = (*fns, y)
             except Exception:   # numba missing or broken, no sched_yield: the blocking pool
                 out = None
@@ -105,7 +92,7 @@ class HotPool:
     """``workers`` threads, each running posted items (``run``) and spinning for the next."""
 
     def __init__(self, workers: int, fns: Any) -> None:
-        self.spin_post, self.publish, self.wait_done, self.yield_fn = fns
+        self.publish, self.wait_done, self.yield_fn = fns
         self.n = workers
         self.ctl = np.zeros((workers, 4), np.int64)
         self.seq = [0] * workers
