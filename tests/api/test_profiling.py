@@ -12,7 +12,7 @@ import onnxrt as ort
 from onnxrt.zoo import zoo_models
 
 
-def profile(engine, path, prefix, runs=3):
+def profile(engine, path, prefix, runs=5):
     so = engine.SessionOptions()
     so.enable_profiling = True
     so.profile_file_prefix = prefix
@@ -44,14 +44,17 @@ def test_trace_format_matches_onnxruntime_and_node_events_cover_the_run(tmp_path
     assert our_node["name"].endswith("_kernel_time")
     names = {e["name"] for e in ours if e["cat"] == "Session"}
     assert {"model_loading_uri", "session_initialization", "model_run"} <= names
-    # per run, the node events add up to the run's wall time (within 10%)
+    # per run, the node events add up to the run's wall time (within 10%, for the median
+    # run: on a loaded machine one run can be preempted between two nodes)
     runs = [e for e in ours if e["name"] == "model_run"]
-    assert len(runs) == 3
+    assert len(runs) == 5
+    shares = []
     for run, wall in zip(runs, walls):
         nodes = [e for e in ours if e["cat"] == "Node" and e["args"]["top_level"]
                  and run["ts"] <= e["ts"] <= run["ts"] + run["dur"]]
-        total = sum(e["dur"] for e in nodes)
-        assert 0.9 * wall <= total <= 1.1 * wall, (total, wall)
+        shares.append(sum(e["dur"] for e in nodes) / wall)
+        assert shares[-1] <= 1.1, (shares, walls)
+    assert 0.9 <= sorted(shares)[2] <= 1.1, (shares, walls)
 
 
 def test_profiling_off_returns_empty_path():
