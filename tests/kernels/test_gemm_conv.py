@@ -1,7 +1,7 @@
 """The compiled dense and grouped Conv (im2col, BLAS product and epilogue in one numba call
 per thread, nn/jit.py GemmConv) against onnxruntime: strides, pads, dilations, auto_pad,
-1-D, 1x1 direct, groups, bias, FusedConv's Z and activations, float64/float16, every way
-of spreading the work (one thread, images or bands over threads, BLAS's own threads), and
+1-D, 1x1 direct, groups, bias, FusedConv's Z and activations, float64/float16, im2col and
+the tap-by-tap products, every way of spreading the work (one thread, images or bands over threads, BLAS's own threads), and
 the NumPy path it falls back to."""
 
 from __future__ import annotations
@@ -84,9 +84,19 @@ CASES = [  # input shape, weight shape, attributes
 @needs_numba
 @pytest.mark.parametrize("xs,ws,attrs", CASES)
 @pytest.mark.parametrize("spread", ["one", "split", "blas"])
-def test_dense_conv_matches_onnxruntime(xs, ws, attrs, spread, monkeypatch):
+@pytest.mark.parametrize("form", ["im2col", "taps"])
+def test_dense_conv_matches_onnxruntime(xs, ws, attrs, spread, form, monkeypatch):
     if spread != "one":         # small shapes: spread them anyway
         monkeypatch.setattr(jit, "_GEMM_PAR_MIN", 0)
+    # the tap-by-tap products (stride 1, dense) for every channel count, or never
+    monkeypatch.setattr(jit, "_TAPS_MIN_C", 1 if form == "taps" else 1 << 30)
+    monkeypatch.setattr(jit, "_TAPS_MAX_M", 1 << 30)
+    used = []
+    real = jit._K["taps_conv"] if jit._load() else None
+    if real is not None:
+        # calls on real outputs (the warm-up call at session creation has one pixel)
+        monkeypatch.setitem(jit._K, "taps_conv",
+                            lambda *a: (used.append(a[3].shape[2] > 1), real(*a)))
     x = np.random.default_rng(1).standard_normal(xs).astype(np.float32)
     for bias in (True, False):
         mb = _conv_model(xs, ws, attrs, bias=bias)
@@ -100,14 +110,19 @@ def test_dense_conv_matches_onnxruntime(xs, ws, attrs, spread, monkeypatch):
             assert modes == {"split"}           # images over the threads
         else:
             assert modes <= {"split", "blas"}   # bands, or BLAS's threads
+    stride1 = all(v == 1 for v in attrs.get("strides", [1])) and attrs.get("group", 1) == 1
+    one_tap = all(k == 1 for k in ws[2:])
+    assert any(used) == (form == "taps" and stride1 and not one_tap), used
 
 
 @needs_numba
 @pytest.mark.parametrize("act,params", [(None, None), ("Relu", None), ("LeakyRelu", [0.2]),
                                         ("Clip", [-0.3, 0.4])])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_fused_conv_epilogue_with_z(act, params, threads, monkeypatch):
+@pytest.mark.parametrize("taps", [False, True])
+def test_fused_conv_epilogue_with_z(act, params, threads, taps, monkeypatch):
     monkeypatch.setattr(jit, "_GEMM_PAR_MIN", 0)
+    monkeypatch.setattr(jit, "_TAPS_MIN_C", 1 if taps else 1 << 30)
     xs, ws, attrs = (2, 6, 11, 12), (10, 6, 3, 3), {"pads": [1, 1, 1, 1]}
     rng = np.random.default_rng(3)
     x = rng.standard_normal(xs).astype(np.float32)
@@ -119,6 +134,7 @@ def test_fused_conv_epilogue_with_z(act, params, threads, monkeypatch):
             continue
         y, conv = _ours(mb, feeds, threads)
         assert conv._gemm is not None and conv._gemm._plans
+        assert (conv._gemm.wt is not None) == taps
         np.testing.assert_allclose(y, _ort(mb, feeds), rtol=1e-4, atol=1e-5)
 
 
