@@ -3,11 +3,10 @@
 NumPy's element-wise loops, copies and our compiled (numba, ``nogil``) loops run on the
 calling thread and release the GIL; BLAS runs on its own pool. A kernel that splits its work
 into independent items (images, bands of output rows, blocks of output channels, planes)
-hands them to ``parallel_for``: the calling thread and up to ``threads() - 1`` workers of
-one process-wide pool take items from a shared counter until none are left. Inside the
-items BLAS runs single-threaded (``execute.threads`` sets it so for the whole run while the
-split is on), so im2col, the product and the epilogue of a band all run on one core and
-the cores never wait on each other's spinning threads.
+hands them to ``parallel_for`` (or ranges of them to ``for_ranges``): the calling thread and
+up to ``threads() - 1`` workers take items until none are left. BLAS runs single-threaded
+while a split is on (``threads.single_blas``), so im2col, the product and the epilogue of a
+band all run on one core and the cores never wait on each other's spinning threads.
 
 Measured (2 cores, OpenBLAS): two threads each running a single-threaded 64x576x1568
 product take 1.0-1.1 ms together, one 2-thread BLAS call on 64x576x3136 1.07 ms: the split
@@ -15,7 +14,7 @@ costs the product nothing and parallelizes what surrounds it.
 
 A split into exactly as many items as threads goes to the hot pool (execute/hotpool.py:
 workers that wait spinning, without the GIL, while a session runs), which cuts the cost of
-a split from ~100 us to ~10 us; other splits, and a split while another thread holds the
+a split from ~100 us to ~35-40 us; other splits, and a split while another thread holds the
 hot pool, take the blocking pool below. A call from inside an item (a kernel that itself
 splits, a Loop body) runs serially, as does a call while the limit is 1: no item ever
 waits on the pool it runs in.
@@ -30,10 +29,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 from onnxrt.execute import hotpool
-from onnxrt.execute.threads import (blas_libraries, default_threads, jit_threads,
-                                    spinning_allowed)
+from onnxrt.execute.threads import default_threads, jit_threads, single_blas, spinning_allowed
 
-__all__ = ["threads", "parallel_for", "split", "mark_worker"]
+__all__ = ["threads", "parallel_for", "for_ranges", "split", "mark_worker"]
 
 _POOL: list[ThreadPoolExecutor] = []
 _POOL_LOCK = threading.Lock()
@@ -92,23 +90,16 @@ def parallel_for(n: int, fn: Callable[[int], None]) -> None:
         finally:
             _LOCAL.inside = False
 
-    blas = blas_libraries()
-    prev = [lib.get_num_threads() for lib in blas]
-    for lib in blas:
-        lib.set_num_threads(1)
-    hot = hotpool.get(default_threads() - 1) if n == t and spinning_allowed() else None
-    if hot is not None and n - 1 <= hot.n and hot.busy.acquire(blocking=False):
-        try:
-            hot.run(n, fn)
-        finally:
-            hot.busy.release()
-            for lib, k in zip(blas, prev):
-                lib.set_num_threads(k)
-        return
-    pool = _pool()
-    err = None
-    try:
-        futures = [pool.submit(work) for _ in range(t - 1)]
+    with single_blas():
+        hot = hotpool.get(default_threads() - 1) if n == t and spinning_allowed() else None
+        if hot is not None and n - 1 <= hot.n and hot.busy.acquire(blocking=False):
+            try:
+                hot.run(n, fn)
+            finally:
+                hot.busy.release()
+            return
+        futures = [_pool().submit(work) for _ in range(t - 1)]
+        err = None
         try:
             work()
         except BaseException as e:      # wait for the others before raising
@@ -117,11 +108,20 @@ def parallel_for(n: int, fn: Callable[[int], None]) -> None:
             e2 = f.exception()
             if err is None and e2 is not None:
                 err = e2
-    finally:
-        for lib, k in zip(blas, prev):
-            lib.set_num_threads(k)
     if err is not None:
         raise err
+
+
+def for_ranges(fn: Callable[..., None], args: tuple, total: int, spread: bool = True) -> None:
+    """``fn(*args, lo, hi)`` over items 0..total-1: one contiguous range per thread of the
+    session when ``spread`` (the caller's judgement that the work pays for the split), else
+    one call."""
+    t = threads() if spread else 1
+    if t <= 1 or total < 2:
+        fn(*args, 0, total)
+        return
+    parts = split(total, t)
+    parallel_for(len(parts), lambda k: fn(*args, *parts[k]))
 
 
 def split(total: int, parts: int, align: int = 1) -> list[tuple[int, int]]:

@@ -14,8 +14,10 @@ import os
 import threading
 from typing import Any, Iterator
 
+from onnxrt.execute import hotpool
+
 __all__ = ["limit_threads", "default_threads", "jit_threads", "blas_libraries",
-           "spinning_allowed"]
+           "single_blas", "spinning_allowed"]
 
 _CONTROLLER: list[Any] = []
 _LOCK = threading.Lock()
@@ -59,6 +61,21 @@ def blas_libraries() -> list[Any]:
 
 
 @contextlib.contextmanager
+def single_blas() -> Iterator[None]:
+    """BLAS single-threaded inside the block (a kernel's own split or a product too small
+    to wake BLAS's threads for), its thread count restored on leaving."""
+    blas = blas_libraries()
+    prev = [lib.get_num_threads() for lib in blas]
+    for lib in blas:
+        lib.set_num_threads(1)
+    try:
+        yield
+    finally:
+        for lib, k in zip(blas, prev):
+            lib.set_num_threads(k)
+
+
+@contextlib.contextmanager
 def limit_threads(n: int, spin: bool = True) -> Iterator[None]:
     """BLAS (and OpenMP) threads limited to ``n`` inside the block (when n > 0), the kernels'
     own splits bounded by it (execute/intra.py), their idle workers spinning while it runs
@@ -74,6 +91,4 @@ def limit_threads(n: int, spin: bool = True) -> Iterator[None]:
             yield
     finally:
         _JIT_LIMIT[0], _SPIN[0] = prev
-        from onnxrt.execute import hotpool
-
         hotpool.park()

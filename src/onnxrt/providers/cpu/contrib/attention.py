@@ -260,11 +260,5 @@ class Attention:
         sc = self.scale or 1.0 / math.sqrt(dq // n)
         args = (gemm, qkv, out, ab, attention_bias is not None, np.float32(sc), self.causal,
                 np.float32(self.mask_value), n, dq, dk, dv)
-        items = b * n
-        t = intra.threads()
-        if t > 1 and items > 1:
-            parts = intra.split(items, t)
-            intra.parallel_for(len(parts), lambda k: fn(*args, *parts[k]))
-        else:
-            fn(*args, 0, items)
+        intra.for_ranges(fn, args, b * n)
         return out.astype(dt, copy=False)

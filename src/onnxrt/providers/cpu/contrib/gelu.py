@@ -101,14 +101,8 @@ class _ErfGelu:
             x2 = np.ascontiguousarray(x).reshape(-1, x.shape[-1])
             y = np.empty_like(x2)
             b = x2[0] if bias is None else np.ascontiguousarray(bias)
-            args = (x2, b, y, bias is not None)
-            rows = x2.shape[0]
-            t = intra.threads() if x2.size >= _PAR_MIN else 1
-            if t > 1 and rows > 1:
-                parts = intra.split(rows, t)
-                intra.parallel_for(len(parts), lambda k: self.loop(*args, *parts[k]))
-            else:
-                self.loop(*args, 0, rows)
+            intra.for_ranges(self.loop, (x2, b, y, bias is not None), x2.shape[0],
+                             x2.size >= _PAR_MIN)
             return y.reshape(x.shape)
         return _onnx_gelu(x if bias is None else x + bias, approximate="none")
 

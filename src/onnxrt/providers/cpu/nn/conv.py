@@ -1,10 +1,10 @@
 """Conv: one class kernel choosing, per weight, among the compiled kernels and three NumPy
 algorithms.
 
-With numba (the ``jit`` extra) a constant weight takes a compiled kernel (nn/jit.py):
-dense and grouped convs ``GemmConv`` (im2col, numpy's BLAS gemm and the epilogue in one
-call per thread, images or bands split over the session's threads), depthwise ones the
-compiled tap loops. The NumPy algorithms below serve the rest (weights computed at run
+With numba a constant weight takes a compiled kernel (nn/jit.py): dense and grouped convs
+``GemmConv`` (im2col or tap-by-tap products, numpy's BLAS gemm and the epilogue in one call
+per thread, images or bands split over the session's threads), depthwise ones the compiled
+tap loops. The NumPy algorithms below serve the rest (weights computed at run
 time, 3-D, other dtypes, no numba):
 
 * 1x1: one matmul on the reshaped input (no copy at stride 1 without padding).
@@ -349,12 +349,13 @@ class Conv:
         if w is not None:
             w = np.asarray(w)
             self.packed = _Packed(w, self.group, compute_dtype(w.dtype))
-        # [jit hook] compiled grouped/depthwise conv (nn/jit.py), chosen once per session
-        self._jit = None if w is None else jit.conv_kernel(
-            w.astype(compute_dtype(w.dtype), copy=False), self.group)
-        # [jit hook] compiled dense conv: im2col, BLAS and the epilogue in one call per thread
-        self._gemm = None if w is None else jit.gemm_conv_kernel(
-            w.astype(compute_dtype(w.dtype), copy=False), self.group)
+        # [jit hooks] compiled kernels (nn/jit.py), chosen once per session: depthwise, and
+        # dense/grouped (im2col, BLAS and the epilogue in one call per thread)
+        self._jit = self._gemm = None
+        if w is not None:
+            wc = w.astype(compute_dtype(w.dtype), copy=False)
+            self._jit = jit.conv_kernel(wc, self.group)
+            self._gemm = jit.gemm_conv_kernel(wc, self.group)
         b = node.constant_inputs.get(2)
         if b is not None:
             b = np.asarray(b)

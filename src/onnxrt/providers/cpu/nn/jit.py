@@ -33,7 +33,7 @@ from typing import Any, Callable
 import numpy as np
 
 from onnxrt.execute import hotpool, intra
-from onnxrt.execute.threads import blas_libraries
+from onnxrt.execute.threads import blas_libraries, single_blas
 from onnxrt.ir.dtypes import np_dtype
 
 __all__ = ["available", "enabled", "set_enabled", "input_dtype", "conv_kernel", "pool_kernel",
@@ -591,13 +591,7 @@ def _call(key: str, total: int, work: int, args: tuple) -> None:
     """Run kernel ``key`` over items 0..total-1 (its last two arguments): in one call, or
     in one contiguous range per thread of the session (execute/intra.py) when the work is
     big enough to pay for waking them."""
-    fn = _K[key]
-    t = intra.threads() if work >= _PAR_MIN_WORK else 1
-    if t <= 1 or total < 2:
-        fn(*args, 0, total)
-        return
-    parts = intra.split(total, t)
-    intra.parallel_for(len(parts), lambda k: fn(*args, *parts[k]))
+    intra.for_ranges(_K[key], args, total, work >= _PAR_MIN_WORK)
 
 
 def _ready(dtype: np.dtype) -> bool:
@@ -691,8 +685,8 @@ _MIN_COLS = 512
 _TAPS_MIN_C = 64
 _TAPS_MAX_M = 128
 # below this many flops a conv runs on the calling thread with BLAS single-threaded: a
-# split costs ~100 us (waking a worker and waiting for it, GIL hand-offs included), more
-# than it saves on a conv under ~0.3 ms, and so does waking BLAS's own threads
+# split costs ~35-40 us (handing a part to a spinning worker, GIL hand-offs included), more
+# than it saves on a conv under ~0.15 ms, and so does waking BLAS's own threads
 _GEMM_PAR_MIN = 16_000_000
 
 
@@ -735,10 +729,10 @@ def _blas_gemm(dt: np.dtype) -> Any:
 
 
 class GemmConv:
-    """A dense (group 1) 1-D/2-D float32/float64 Conv with its epilogue in one compiled call
-    per thread (_gemm_conv_items): no NumPy call and no GIL between the im2col of a band,
-    its product and its epilogue, so the session's threads split the images (or the bands
-    of one image) and run them fully in parallel."""
+    """A dense or grouped 1-D/2-D float32/float64 Conv with its epilogue in one compiled call
+    per thread (_gemm_conv_items, or _taps_conv_items without im2col): no NumPy call and no
+    GIL between the im2col of a band, its product and its epilogue, so the session's threads
+    split the images (or the bands of one image) and run them fully in parallel."""
 
     def __init__(self, w: np.ndarray, gemm: Any, group: int = 1) -> None:
         self.m = int(w.shape[0])
@@ -770,13 +764,12 @@ class GemmConv:
             self.wt = np.ascontiguousarray(
                 self.w.reshape(self.m, c, kh, kw).transpose(2, 3, 0, 1).reshape(kh * kw,
                                                                               self.m, c))
-            _K["taps_conv"](gemm, np.zeros((1, c, 1, 1), dt), self.wt, np.empty((1, self.m, 1), dt),
-                            self.nob, False, self.noz, False, 0, self.zero, self.zero,
-                            self.one, self.zero, kh, kw, 1, 1, kh // 2, kw // 2, 1,
-                            np.array([[0, 0, 1, 0, self.m]], np.int64), 0, 1)
+            _K["taps_conv"](gemm, np.zeros((1, c, 1, 1), dt), self.wt, y, self.nob, False,
+                            self.noz, False, 0, self.zero, self.zero, self.one, self.zero, kh,
+                            kw, 1, 1, kh // 2, kw // 2, 1, items, 0, 1)
 
     def _plan(self, n: int, out: tuple[int, int], direct: bool, t: int) -> tuple:
-        """Items (image, row0, row1, m0, m1) and one contiguous range of them per thread."""
+        """Items (image, row0, row1, m0, m1) and how they are spread over threads."""
         key = (n, out, direct, t)
         hit = self._plans.get(key)
         if hit is not None:
@@ -809,8 +802,7 @@ class GemmConv:
                     rows = [(r, min(oh, r + band)) for r in range(0, oh, band)]
         items = np.array([(i, r0, r1, g * self.mg, (g + 1) * self.mg) for i in range(n)
                           for r0, r1 in rows for g in range(self.group)], np.int64)
-        ranges = intra.split(len(items), t) if mode == "split" else [(0, len(items))]
-        hit = (items, ranges, mode)
+        hit = (items, mode)
         self._plans[key] = hit
         return hit
 
@@ -830,7 +822,7 @@ class GemmConv:
         direct = (kh == 1 and kw == 1 and strides == [1, 1] and begin == [0, 0]
                   and (oh, ow) == x.shape[2:])
         y = np.empty((n, self.m, oh * ow), dtype=self.w.dtype)
-        items, ranges, mode = self._plan(n, (oh, ow), direct, intra.threads())
+        items, mode = self._plan(n, (oh, ow), direct, intra.threads())
         dt = self.w.dtype
         b = self.nob if bias is None else np.ascontiguousarray(bias, dtype=dt)
         zz = self.noz if z is None else np.ascontiguousarray(z, dtype=dt).reshape(y.shape)
@@ -849,17 +841,10 @@ class GemmConv:
             hotpool.park()          # BLAS's threads get the cores, not spinning workers
             fn(*args, 0, len(items))
         elif mode == "one":
-            blas = blas_libraries()
-            prev = [lib.get_num_threads() for lib in blas]
-            for lib in blas:
-                lib.set_num_threads(1)
-            try:
+            with single_blas():
                 fn(*args, 0, len(items))
-            finally:
-                for lib, k in zip(blas, prev):
-                    lib.set_num_threads(k)
         else:
-            intra.parallel_for(len(ranges), lambda k: fn(*args, *ranges[k]))
+            intra.for_ranges(fn, args, len(items))
         return y
 
 
