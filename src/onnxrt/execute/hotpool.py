@@ -100,10 +100,9 @@ class HotPool:
         self.errors: list[BaseException | None] = [None] * workers
         self.cv = threading.Condition()
         self.busy = threading.Lock()          # one caller at a time
-        self.threads = [threading.Thread(target=self._work, args=(w,), daemon=True,
-                                         name=f"onnxrt-hot-{w}") for w in range(workers)]
-        for t in self.threads:
-            t.start()
+        for w in range(workers):
+            threading.Thread(target=self._work, args=(w,), daemon=True,
+                             name=f"onnxrt-hot-{w}").start()
 
     def _work(self, w: int) -> None:
         from onnxrt.execute import intra
