@@ -70,6 +70,30 @@ CASES = [
 ]
 
 
+def _sessions(model: str | bytes, threads: int, single_inter_op: bool = False) -> tuple:
+    """onnxrt with the compiled kernels, onnxrt on the NumPy path, onnxruntime (its threads
+    not spinning), all on ``threads`` threads."""
+    import onnxruntime as ort
+
+    import onnxrt
+    from onnxrt.providers.cpu.nn import jit
+
+    so = onnxrt.SessionOptions()
+    so.intra_op_num_threads = threads
+    oso = ort.SessionOptions()
+    oso.intra_op_num_threads = threads
+    if single_inter_op:
+        oso.inter_op_num_threads = 1
+    oso.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    oso.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    jit.set_enabled(True)
+    s_jit = onnxrt.InferenceSession(model, so)
+    jit.set_enabled(False)
+    s_np = onnxrt.InferenceSession(model, so)
+    jit.set_enabled(True)
+    return s_jit, s_np, ort.InferenceSession(model, oso, providers=["CPUExecutionProvider"])
+
+
 def model_bytes(op: str, xs: tuple[int, ...], ws: tuple[int, ...] | None, attrs: dict,
                 seed: int = 0) -> bytes:
     rng = np.random.default_rng(seed)
@@ -91,18 +115,8 @@ def _median_min(ts: list[float]) -> tuple[float, float]:
 
 
 def bench(args: argparse.Namespace) -> list[dict]:
-    import onnxruntime as ort
-
-    import onnxrt
     from onnxrt.providers.cpu.nn import jit
 
-    so = onnxrt.SessionOptions()
-    so.intra_op_num_threads = args.threads
-    oso = ort.SessionOptions()
-    oso.intra_op_num_threads = args.threads
-    oso.inter_op_num_threads = 1
-    oso.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    oso.add_session_config_entry("session.inter_op.allow_spinning", "0")
     rows = []
     print(f"{'case':36s} {'path':5s} {'jit':>8s} {'numpy':>8s} {'ort':>8s}  {'jit/np':>6s} "
           f"{'jit/ort':>7s} {'np/ort':>6s}  (medians ms; ratios of medians, [of minima])")
@@ -111,12 +125,7 @@ def bench(args: argparse.Namespace) -> list[dict]:
             continue
         mb = model_bytes(op, xs, ws, attrs)
         x = np.random.default_rng(1).standard_normal(xs).astype(np.float32)
-        jit.set_enabled(True)
-        s_jit = onnxrt.InferenceSession(mb, so)
-        jit.set_enabled(False)
-        s_np = onnxrt.InferenceSession(mb, so)
-        jit.set_enabled(True)
-        s_ort = ort.InferenceSession(mb, oso, providers=["CPUExecutionProvider"])
+        s_jit, s_np, s_ort = _sessions(mb, args.threads, single_inter_op=True)
         feeds = {"x": x}
         calls: list[str] = []
         real = jit._call
@@ -193,28 +202,12 @@ def compile_times() -> dict[str, float]:
 
 def bench_zoo(args: argparse.Namespace) -> list[dict]:
     """Whole zoo models (the CNNs shipped with onnx): the same three engines, alternating."""
-    import onnxruntime as ort
-
-    import onnxrt
     from onnxrt.cli.inputs import generate
-    from onnxrt.providers.cpu.nn import jit
     from onnxrt.zoo import zoo_models
 
-    so = onnxrt.SessionOptions()
-    so.intra_op_num_threads = args.threads
-    oso = ort.SessionOptions()
-    oso.intra_op_num_threads = args.threads
-    oso.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    oso.add_session_config_entry("session.inter_op.allow_spinning", "0")
     rows = []
     for name in args.zoo.split(","):
-        path = zoo_models()[name]
-        jit.set_enabled(True)
-        s_jit = onnxrt.InferenceSession(path, so)
-        jit.set_enabled(False)
-        s_np = onnxrt.InferenceSession(path, so)
-        jit.set_enabled(True)
-        s_ort = ort.InferenceSession(path, oso, providers=["CPUExecutionProvider"])
+        s_jit, s_np, s_ort = _sessions(zoo_models()[name], args.threads)
         feeds = {a.name: generate(a, {}, None) for a in s_jit.get_inputs()}
         ts: dict[str, list[float]] = {"jit": [], "numpy": [], "ort": []}
         engines = [("jit", s_jit), ("numpy", s_np), ("ort", s_ort)]
