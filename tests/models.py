@@ -56,21 +56,29 @@ def _elem(a: np.ndarray) -> int:
     return T.STRING if a.dtype == object else onnx.helper.np_dtype_to_tensor_dtype(a.dtype)
 
 
-def single_node_model(op, inputs, attrs, n_out, opset, const) -> onnx.ModelProto:
-    """One ``op`` node over ``inputs`` (None = absent optional input); the positions in
-    ``const`` become initializers, the others graph inputs; outputs are left untyped."""
+def named_node_model(op, inputs, attrs=None, n_out=1, opset=21, consts=(), ir_version=10
+                     ) -> onnx.ModelProto:
+    """One ``op`` node over ``inputs``, a list of (name, array or None = absent optional
+    input); the names in ``consts`` become initializers, the others graph inputs; outputs
+    ``out0``.. are left untyped."""
     names, vis, inits = [], [], []
-    for i, a in enumerate(inputs):
+    for n, a in inputs:
         if a is None:
             names.append("")
             continue
-        n = f"in{i}"
         names.append(n)
-        if i in const:
+        if n in consts:
             inits.append(onnx.numpy_helper.from_array(a, n))
         else:
             vis.append(h.make_tensor_value_info(n, _elem(a), list(a.shape)))
     outs = [f"out{i}" for i in range(n_out)]
-    node = h.make_node(op, names, outs, **attrs)
+    node = h.make_node(op, names, outs, **(attrs or {}))
     g = h.make_graph([node], "g", vis, [h.make_empty_tensor_value_info(o) for o in outs], inits)
-    return h.make_model(g, opset_imports=[h.make_opsetid("", opset)], ir_version=10)
+    return h.make_model(g, opset_imports=[h.make_opsetid("", opset)], ir_version=ir_version)
+
+
+def single_node_model(op, inputs, attrs, n_out, opset, const) -> onnx.ModelProto:
+    """named_node_model with inputs named in0, in1, ... by position; the positions in
+    ``const`` become initializers."""
+    return named_node_model(op, [(f"in{i}", a) for i, a in enumerate(inputs)], attrs, n_out,
+                            opset, {f"in{i}" for i in const})

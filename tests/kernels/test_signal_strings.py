@@ -6,35 +6,18 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto
 
 import onnxrt
+from models import named_node_model
 
 ort = pytest.importorskip("onnxruntime")
 
 
-def _t(v):
-    return TensorProto.STRING if v.dtype == object else helper.np_dtype_to_tensor_dtype(v.dtype)
-
-
-def _model(op, inputs, attrs=None, n_out=1, opset=20, consts=(), domain=""):
+def _model(op, inputs, attrs=None, n_out=1, opset=20, consts=()):
     """One-node model; ``inputs`` is a list of (name, array or None); names in ``consts``
     become initializers."""
-    ins, vis, inits = [], [], []
-    for name, v in inputs:
-        if v is None:
-            ins.append("")
-            continue
-        ins.append(name)
-        if name in consts:
-            inits.append(onnx.numpy_helper.from_array(v, name))
-        else:
-            vis.append(helper.make_tensor_value_info(name, _t(v), list(v.shape)))
-    outs = [f"out{i}" for i in range(n_out)]
-    node = helper.make_node(op, ins, outs, domain=domain, **(attrs or {}))
-    g = helper.make_graph([node], "g", vis, [helper.make_value_info(o, onnx.TypeProto())
-                                             for o in outs], inits)
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=9)
+    return named_node_model(op, inputs, attrs, n_out, opset, consts, ir_version=9)
 
 
 def _run(model, feeds):
