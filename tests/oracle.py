@@ -55,3 +55,15 @@ def assert_all_similar(refs: Sequence[Any], outs: Sequence[Any], rtol: float, at
     for i, (r, o) in enumerate(zip(refs, outs)):
         name = names[i] if i < len(names) else f"output {i}"
         assert_similar(normalize(r), o, rtol, atol, name)
+
+
+def assert_outputs_close(ref: Sequence[Any], got: Sequence[np.ndarray], rtol: float,
+                         atol: float) -> None:
+    """A run's outputs against the oracle's (arrays, or what np.asarray makes one of): as
+    many, same dtype and shape, values close (compared in float64)."""
+    assert len(ref) == len(got)
+    for r, o in zip(ref, got):
+        r = np.asarray(r)
+        assert o.dtype == r.dtype and o.shape == r.shape, (o.dtype, r.dtype, o.shape, r.shape)
+        np.testing.assert_allclose(o.astype(np.float64), r.astype(np.float64), rtol=rtol,
+                                   atol=atol)

@@ -10,6 +10,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 import onnxrt
+from oracle import assert_outputs_close
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -33,11 +34,7 @@ def _run_both(node, feeds, consts=None, opset=17, elem=F32, n_out=1, out_elems=N
 
 
 def _check(ref, got, rtol=1e-4, atol=1e-4):
-    assert len(ref) == len(got)
-    for r, o in zip(ref, got):
-        assert o.dtype == r.dtype and o.shape == r.shape, (o.dtype, r.dtype, o.shape, r.shape)
-        np.testing.assert_allclose(o.astype(np.float64), r.astype(np.float64), rtol=rtol,
-                                   atol=atol)
+    assert_outputs_close(ref, got, rtol, atol)
 
 
 RNG = np.random.default_rng(0)

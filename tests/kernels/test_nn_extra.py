@@ -15,6 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import onnxrt
+from oracle import assert_outputs_close
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -53,12 +54,7 @@ def _ref(m, feeds):
 
 
 def _check(ref, got, rtol=1e-4, atol=1e-4):
-    assert len(ref) == len(got)
-    for r, o in zip(ref, got):
-        r = np.asarray(r)
-        assert o.dtype == r.dtype and o.shape == r.shape, (o.dtype, r.dtype, o.shape, r.shape)
-        np.testing.assert_allclose(o.astype(np.float64), r.astype(np.float64), rtol=rtol,
-                                   atol=atol)
+    assert_outputs_close(ref, got, rtol, atol)
 
 
 # -- Resize ------------------------------------------------------------------------------------
