@@ -210,6 +210,59 @@ def test_hot_pool_items_errors_parking_and_allow_spinning(monkeypatch):
         assert s._spin == (spin == "1")
 
 
+def test_hot_pool_native_items_errors_and_mixing_with_python_items(monkeypatch):
+    """The native protocol on a pool of its own, with a serving loop written in Python to
+    the contract of execute/hotpool.py: the worker gets the kind, its range and the slots;
+    a failing native item is raised in the caller after the others finish, and the pool
+    goes on serving native and Python items."""
+    import time
+
+    import pytest
+
+    from onnxrt.execute import hotpool
+
+    fns = hotpool._compiled()
+    if fns is None:
+        pytest.skip("no compiled spin loops (numba missing)")
+    log = []
+
+    def serve(ctl, w, done, spins, yield_fn, ints, floats):
+        ctl[w, hotpool._DONE] = done
+        deadline = time.monotonic() + 0.05
+        while time.monotonic() < deadline:
+            v = int(ctl[w, hotpool._POSTED])
+            if v != done:
+                kind = int(ctl[w, hotpool._KIND])
+                if kind == 0:
+                    return v
+                if kind == 9:
+                    raise ValueError("native item failed")
+                log.append((kind, int(ctl[w, hotpool._LO]), int(ctl[w, hotpool._HI]),
+                            int(ints[0]), float(floats[0])))
+                done = v
+                ctl[w, hotpool._DONE] = done
+                continue
+            if ctl[w, hotpool._PARK]:
+                return -1
+            time.sleep(0)
+        return -1
+
+    monkeypatch.setattr(hotpool, "_NATIVE", [(serve, ())])  # not the conv kernels' loop
+    pool = hotpool.HotPool(1, fns)
+    own = []
+    pool.ints[0], pool.floats[0] = 7, 0.5
+    pool.run_native(5, [(0, 3), (3, 6)], lambda lo, hi: own.append((lo, hi)))
+    assert own == [(0, 3)] and log == [(5, 3, 6, 7, 0.5)]
+    with pytest.raises(ValueError, match="native item failed"):
+        pool.run_native(9, [(0, 1), (1, 2)], lambda lo, hi: None)
+    pool.run_native(6, [(0, 1), (1, 2)], lambda lo, hi: None)
+    assert log[-1][:3] == (6, 1, 2)
+    seen: list[int] = []
+    pool.run(2, seen.append)                # Python items still run
+    assert sorted(seen) == [0, 1]
+    pool.park()
+
+
 def test_split_kernels_work_in_a_forked_child():
     """A child forked after the intra-op pools started makes its own (the parent's threads
     do not exist there): a conv split over threads finishes in the child."""

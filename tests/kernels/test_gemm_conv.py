@@ -1,7 +1,8 @@
 """The compiled dense and grouped Conv (im2col, BLAS product and epilogue in one numba call
 per thread, nn/jit.py GemmConv) against onnxruntime: strides, pads, dilations, auto_pad,
 1-D, 1x1 direct, groups, bias, FusedConv's Z and activations, float64/float16, im2col and
-the tap-by-tap products, every way of spreading the work (one thread, images or bands over threads, BLAS's own threads), and
+the tap-by-tap products, every way of spreading the work (one thread; images, bands of rows
+or blocks of channels over threads, natively or as Python items; BLAS's own threads), and
 the NumPy path it falls back to."""
 
 from __future__ import annotations
@@ -192,13 +193,22 @@ def test_without_blas_symbols_the_numpy_path_runs(monkeypatch):
 
 
 @needs_numba
-def test_split_runs_on_several_threads(monkeypatch):
-    """The images of a batch go to different threads (execute/intra.py)."""
+@pytest.mark.parametrize("native", [True, False])
+def test_split_runs_on_several_threads(native, monkeypatch):
+    """The images of a batch go to different threads: posted to the hot pool's native
+    serving loop (no Python on the worker), or as Python items where it has none."""
     import threading
 
+    from onnxrt.execute import hotpool, threads
+
+    pool = hotpool.get(threads.default_threads() - 1)
+    if pool is None or not pool.native:
+        pytest.skip("no hot pool with a native serving loop here (numba or BLAS missing)")
     monkeypatch.setattr(jit, "_GEMM_PAR_MIN", 0)
+    monkeypatch.setattr(pool, "native", native)
     seen: set[int] = set()
-    real = intra.parallel_for
+    posted = []
+    real, real_native = intra.parallel_for, hotpool.HotPool.run_native
 
     def spy(n, fn):
         def item(k):
@@ -206,10 +216,52 @@ def test_split_runs_on_several_threads(monkeypatch):
             fn(k)
         real(n, item)
 
+    def spy_native(self, kind, parts, own):
+        before = int(self.ctl[0, hotpool._DONE])
+        real_native(self, kind, parts, own)
+        posted.append((kind, parts, int(self.ctl[0, hotpool._DONE]) - before))
+
     monkeypatch.setattr(intra, "parallel_for", spy)
+    monkeypatch.setattr(hotpool.HotPool, "run_native", spy_native)
     xs, ws, attrs = (8, 8, 30, 30), (16, 8, 3, 3), {"pads": [1, 1, 1, 1]}
     mb = _conv_model(xs, ws, attrs)
     x = np.random.default_rng(9).standard_normal(xs).astype(np.float32)
     y, _ = _ours(mb, {"x": x}, 2)
     np.testing.assert_allclose(y, _ort(mb, {"x": x}), rtol=1e-4, atol=1e-5)
-    assert len(seen) == 2
+    if native:      # the second half of the images ran on worker 0, which marked it done
+        assert posted == [(jit._NK_GEMM, [(0, 4), (4, 8)], 1)] and not seen
+    else:
+        assert len(seen) == 2 and not posted
+
+
+@needs_numba
+@pytest.mark.parametrize("xs,ws,attrs,split", [
+    ((1, 8, 40, 40), (16, 8, 3, 3), {"pads": [1, 1, 1, 1]}, "rows"),
+    ((1, 64, 7, 7), (48, 64, 3, 3), {"pads": [1, 1, 1, 1]}, "channels"),     # taps
+    ((1, 24, 9, 9), (40, 24, 3, 3), {"strides": [2, 2]}, "channels"),
+    ((1, 32, 6, 6), (72, 32, 1, 1), {}, "channels"),                         # 1x1 direct
+    ((1, 16, 30, 30), (8, 16, 1, 1), {}, "rows"),
+    ((3, 16, 8, 8), (40, 16, 3, 3), {"pads": [1, 1, 1, 1]}, "channels"),     # 3 images
+])
+def test_one_image_splits_in_bands_or_channel_blocks(xs, ws, attrs, split, monkeypatch):
+    """Fewer images than threads: bands of rows while each thread keeps _MIN_SPLIT_COLS
+    output columns, else blocks of output channels; either way every output once."""
+    monkeypatch.setattr(jit, "_GEMM_PAR_MIN", 0)
+    monkeypatch.setattr(jit, "_TAPS_MIN_C", 64)
+    x = np.random.default_rng(10).standard_normal(xs).astype(np.float32)
+    mb = _conv_model(xs, ws, attrs, act="Relu")
+    y, conv = _ours(mb, {"x": x}, 2)
+    np.testing.assert_allclose(y, np.maximum(_ort(_conv_model(xs, ws, attrs), {"x": x}), 0),
+                               rtol=1e-4, atol=1e-5)
+    (items, mode), = conv._gemm._plans.values()
+    assert mode == "split"
+    if split == "rows":
+        assert len({(r0, r1) for _, r0, r1, _, _ in items}) >= 2
+        assert {(m0, m1) for *_, m0, m1 in items} == {(0, ws[0])}
+    else:
+        assert len({(m0, m1) for *_, m0, m1 in items}) == 2
+    # the items tile the output: every (image, row, channel) exactly once
+    cover = np.zeros((xs[0], y.shape[2], ws[0]), int)
+    for i, r0, r1, m0, m1 in items:
+        cover[i, r0:r1, m0:m1] += 1
+    assert (cover == 1).all()

@@ -17,6 +17,14 @@ session: its splits take the blocking pool.
 Each poll calls sched_yield through libc (a ctypes function pointer passed in, as numba
 caches functions that take one): the call keeps the compiler from hoisting the load out of
 the loop and lets the other thread of a shared core run.
+
+Native items. A Python item still costs ~45 us (measured: a split of two empty items):
+the worker leaves its compiled loop and must take the GIL, which the caller holds until it
+enters its own compiled code, so the worker sleeps on the GIL and is woken by the kernel.
+A compiled kernel can instead register a serving loop (``install_native``: the loop above
+that also runs the kernel's items itself, reading their arguments from the pool's slot
+arrays ``ints``/``floats``), and post items as a kind number and a range (``run_native``):
+the worker then never leaves compiled code between items and never takes the GIL.
 """
 
 from __future__ import annotations
@@ -31,14 +39,19 @@ import numpy as np
 __all__ = ["HotPool", "get"]
 
 _SPINS = 1000                # idle polls (~0.3 us each) before a worker parks
-# slot layout of the control array, one row per worker
-_POSTED, _DONE, _PARKED, _PARK = 0, 1, 2, 3
+# slot layout of the control array, one row per worker: the last posted and the last
+# finished item's sequence numbers, parked, park request, the posted item's native kind
+# (0: a Python item) and range
+_POSTED, _DONE, _PARKED, _PARK, _KIND, _LO, _HI = range(7)
+# argument slots of a native item (shared by the workers: one caller at a time)
+_INT_SLOTS, _FLOAT_SLOTS = 64, 8
 
 
-def _publish_and_spin(ctl, w, done, spins, yield_fn):
+def _serve(ctl, w, done, spins, yield_fn):
     """Mark item ``done`` finished (without the GIL, so the waiting caller never waits for
     it), then return the next posted sequence number once it differs from ``done``, or -1
-    after ``spins`` polls or on a park request."""
+    after ``spins`` polls or on a park request. (A native serving loop, ``install_native``,
+    has this contract too, and runs the native items it sees before returning.)"""
     ctl[w, 1] = done
     for _ in range(spins):
         v = ctl[w, 0]
@@ -73,12 +86,12 @@ def _compiled() -> Any:
                 y.argtypes = []
                 y.restype = ctypes.c_int
                 fns = []
-                for f in (_publish_and_spin, _wait_done):
+                for f in (_serve, _wait_done):
                     try:
                         fns.append(numba.njit(cache=True, nogil=True)(f))
                     except Exception:   # no writable cache location
                         fns.append(numba.njit(nogil=True)(f))
-                ctl = np.zeros((1, 4), np.int64)
+                ctl = np.zeros((1, 7), np.int64)
                 fns[0](ctl, 0, 0, 1, y)
                 fns[1](ctl, 0, 0, y)
                 out = (*fns, y)
@@ -89,20 +102,35 @@ def _compiled() -> Any:
 
 
 class HotPool:
-    """``workers`` threads, each running posted items (``run``) and spinning for the next."""
+    """``workers`` threads, each running posted items (``run``, ``run_native``) and spinning
+    for the next."""
 
     def __init__(self, workers: int, fns: Any) -> None:
-        self.publish, self.wait_done, self.yield_fn = fns
+        serve, self.wait_done, self.yield_fn = fns
+        # the serving loop and its arguments after (ctl, w, done, spins, yield_fn): read
+        # and replaced as one
+        self.server: tuple[Callable, tuple] = (serve, ())
+        self.native = False
         self.n = workers
-        self.ctl = np.zeros((workers, 4), np.int64)
+        self.ctl = np.zeros((workers, 7), np.int64)
+        self.ints = np.zeros(_INT_SLOTS, np.int64)
+        self.floats = np.zeros(_FLOAT_SLOTS, np.float64)
         self.seq = [0] * workers
         self.jobs: list[Callable[[], None] | None] = [None] * workers
         self.errors: list[BaseException | None] = [None] * workers
         self.cv = threading.Condition()
         self.busy = threading.Lock()          # one caller at a time
+        if _NATIVE:
+            self.install_native(*_NATIVE[0])
         for w in range(workers):
             threading.Thread(target=self._work, args=(w,), daemon=True,
                              name=f"onnxrt-hot-{w}").start()
+
+    def install_native(self, serve: Callable, extra: tuple) -> None:
+        """Serve with ``serve(ctl, w, done, spins, yield_fn, ints, floats, *extra)`` from
+        the next item on (``_serve``'s contract, native items run inside)."""
+        self.server = (serve, (self.ints, self.floats) + tuple(extra))
+        self.native = True
 
     def _work(self, w: int) -> None:
         from onnxrt.execute import intra
@@ -110,48 +138,51 @@ class HotPool:
         intra.mark_worker()
         ctl = self.ctl
         done = 0
-        seq = -1
         while True:
-            if seq < 0:
-                with self.cv:               # park until something is posted
-                    ctl[w, _PARKED] = 1
-                    while ctl[w, _POSTED] == done:
-                        self.cv.wait()
-                    ctl[w, _PARKED] = 0
-                seq = int(ctl[w, _POSTED])
-            job = self.jobs[w]
             try:
-                if job is not None:
-                    job()
-            except BaseException as e:      # handed to the caller
+                serve, extra = self.server
+                v = int(serve(ctl, w, done, _SPINS, self.yield_fn, *extra))
+                done = int(ctl[w, _DONE])
+            except BaseException as e:      # a native item failed: handed to the caller
                 self.errors[w] = e
-            done = seq
-            seq = int(self.publish(ctl, w, done, _SPINS, self.yield_fn))
+                v, done = -1, int(ctl[w, _POSTED])
+                ctl[w, _DONE] = done
+            if v >= 0:
+                if ctl[w, _KIND] == 0:
+                    job = self.jobs[w]
+                    try:
+                        if job is not None:
+                            job()
+                    except BaseException as e:      # handed to the caller
+                        self.errors[w] = e
+                    done = v
+                continue                # a native item: the serving loop runs it
+            with self.cv:               # park until something is posted
+                ctl[w, _PARKED] = 1
+                while ctl[w, _POSTED] == done:
+                    self.cv.wait()
+                ctl[w, _PARKED] = 0
 
-    def run(self, n: int, fn: Callable[[int], None]) -> None:
-        """fn(0) here, fn(1..n-1) on workers 0..n-2 (n - 1 <= workers); returns when all
-        are done, raising the first error."""
+    def _post(self, w: int, kind: int, lo: int = 0, hi: int = 0) -> None:
         ctl = self.ctl
-        posted = []
-        for w in range(n - 1):
-            self.jobs[w] = (lambda k=w + 1: fn(k))
-            self.errors[w] = None
-            self.seq[w] += 1
-            ctl[w, _PARK] = 0
-            ctl[w, _POSTED] = self.seq[w]
-            posted.append(w)
-            # under the lock: the worker sets _PARKED and re-reads _POSTED under it, so
-            # either it sees this post or this sees it parked (no lost wake-up)
+        self.errors[w] = None
+        self.seq[w] += 1
+        ctl[w, _KIND] = kind
+        ctl[w, _LO] = lo
+        ctl[w, _HI] = hi
+        ctl[w, _PARK] = 0
+        ctl[w, _POSTED] = self.seq[w]
+        # the worker sets _PARKED, then re-reads _POSTED, holding the condition's lock and
+        # the GIL, as this holds the GIL: either it sees this post or this sees it parked
+        # (no lost wake-up), and then it waits inside the condition when this notifies
+        if ctl[w, _PARKED]:
             with self.cv:
-                if ctl[w, _PARKED]:
-                    self.cv.notify_all()
-        err = None
-        try:
-            fn(0)
-        except BaseException as e:      # wait for the workers before raising
-            err = e
-        for w in posted:
-            self.wait_done(ctl, w, self.seq[w], self.yield_fn)
+                self.cv.notify_all()
+
+    def _finish(self, posted: int, err: BaseException | None) -> None:
+        """Wait for workers 0..posted-1, then raise the first error."""
+        for w in range(posted):
+            self.wait_done(self.ctl, w, self.seq[w], self.yield_fn)
             self.jobs[w] = None
             if err is None and self.errors[w] is not None:
                 err = self.errors[w]
@@ -159,12 +190,58 @@ class HotPool:
         if err is not None:
             raise err
 
+    def run(self, n: int, fn: Callable[[int], None]) -> None:
+        """fn(0) here, fn(1..n-1) on workers 0..n-2 (n - 1 <= workers); returns when all
+        are done, raising the first error."""
+        for w in range(n - 1):
+            self.jobs[w] = (lambda k=w + 1: fn(k))
+            self._post(w, 0)
+        err = None
+        try:
+            fn(0)
+        except BaseException as e:      # wait for the workers before raising
+            err = e
+        self._finish(n - 1, err)
+
+    def run_native(self, kind: int, parts: list[tuple[int, int]],
+                   own: Callable[[int, int], None]) -> None:
+        """Native item ``kind`` (its arguments already in ``ints``/``floats``) over
+        parts[1:] on workers 0.., ``own(*parts[0])`` here; returns when all are done."""
+        for w in range(len(parts) - 1):
+            self._post(w, kind, *parts[w + 1])
+        err = None
+        try:
+            own(*parts[0])
+        except BaseException as e:      # wait for the workers before raising
+            err = e
+        self._finish(len(parts) - 1, err)
+
     def park(self) -> None:
         """Ask spinning workers to park now (the end of a session run)."""
         self.ctl[:, _PARK] = 1
 
 
 _POOL: list[HotPool | None] = []
+_NATIVE: list[tuple[Callable, tuple]] = []
+
+
+def install_native(serve: Callable, extra: tuple) -> bool:
+    """The native serving loop for the pool, now and once made (see HotPool.install_native),
+    compiled (or loaded from numba's cache) here; False where the spin loops are not
+    available."""
+    fns = _compiled()
+    if fns is None:
+        return False
+    # a park request is waiting: the call returns at once
+    ctl = np.zeros((1, 7), np.int64)
+    ctl[0, _PARK] = 1
+    serve(ctl, 0, 0, 1, fns[2], np.zeros(_INT_SLOTS, np.int64),
+          np.zeros(_FLOAT_SLOTS, np.float64), *extra)
+    with _LOCK:
+        _NATIVE[:] = [(serve, extra)]
+        if _POOL and _POOL[0] is not None:
+            _POOL[0].install_native(serve, extra)
+    return True
 
 
 def get(workers: int) -> HotPool | None:

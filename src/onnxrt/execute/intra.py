@@ -26,12 +26,12 @@ import itertools
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
+from typing import Any, Callable
 
 from onnxrt.execute import hotpool
 from onnxrt.execute.threads import default_threads, jit_threads, single_blas, spinning_allowed
 
-__all__ = ["threads", "parallel_for", "for_ranges", "split", "mark_worker"]
+__all__ = ["threads", "parallel_for", "for_ranges", "native_ranges", "split", "mark_worker"]
 
 _POOL: list[ThreadPoolExecutor] = []
 _POOL_LOCK = threading.Lock()
@@ -122,6 +122,30 @@ def for_ranges(fn: Callable[..., None], args: tuple, total: int, spread: bool = 
         return
     parts = split(total, t)
     parallel_for(len(parts), lambda k: fn(*args, *parts[k]))
+
+
+def native_ranges(kind: int, pack: Callable[[Any, Any], None], fn: Callable[..., None],
+                  args: tuple, total: int) -> None:
+    """``for_ranges(fn, args, total)`` for a kernel the hot pool's native serving loop runs
+    as ``kind`` (execute/hotpool.py): ``pack(ints, floats)`` writes its arguments into the
+    pool's slots, the workers run their ranges without the GIL and this thread runs
+    ``fn(*args, lo, hi)`` on the first (a split then costs a few us instead of ~45); where
+    the pool is busy, has no native loop or must not spin, the same as ``for_ranges``."""
+    t = threads()
+    if t <= 1 or total < 2:
+        fn(*args, 0, total)
+        return
+    hot = hotpool.get(default_threads() - 1) if spinning_allowed() else None
+    if hot is not None and hot.native and hot.busy.acquire(blocking=False):
+        try:
+            pack(hot.ints, hot.floats)
+            with single_blas():
+                hot.run_native(kind, split(total, min(t, hot.n + 1)),
+                               lambda lo, hi: fn(*args, lo, hi))
+        finally:
+            hot.busy.release()
+        return
+    for_ranges(fn, args, total)
 
 
 def split(total: int, parts: int, align: int = 1) -> list[tuple[int, int]]:

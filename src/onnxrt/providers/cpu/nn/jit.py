@@ -26,6 +26,7 @@ threads at once.
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 import threading
 from typing import Any, Callable
@@ -492,9 +493,9 @@ def _gemm_conv_items(gemm, x, w, y, b, has_b, z, has_z, kind, alpha, beta, one, 
 
 def _taps_conv_items(gemm, x, wt, y, b, has_b, z, has_z, kind, alpha, beta, one, zero,
                      kh_n, kw_n, dh, dw, ph, pw, ow_n, items, lo, hi):
-    """Items lo..hi-1 (image, first row, end row, ...) of a stride-1 dense conv without
-    im2col: the band's input rows padded once into a (C, rows, wp) buffer, then one BLAS
-    product per kernel tap, wt[tap] (M, C) times the buffer shifted by the tap (a strided
+    """Items lo..hi-1 (image, first row, end row, first channel, end channel) of a
+    stride-1 dense conv without im2col: the band's input rows padded once into a (C, rows,
+    wp) buffer, then one BLAS product per kernel tap, wt[tap] (M, C) times the buffer shifted by the tap (a strided
     view: no copy), accumulated (beta 1) into a (M, rows * wp) block whose rows carry
     (KW-1)*dw columns of junk, dropped when the block is copied out with the epilogue.
     Saves im2col's copy: measured 1.3x on 128->32 3x3 convs, 1.15x on 64->64 (GemmConv
@@ -514,7 +515,7 @@ def _taps_conv_items(gemm, x, wt, y, b, has_b, z, has_z, kind, alpha, beta, one,
     ldc_y = y.shape[2]
     zero_v = x.dtype.type(0)
     for t in range(lo, hi):
-        i, r0, r1 = items[t, 0], items[t, 1], items[t, 2]
+        i, r0, r1, m0, m1 = items[t, 0], items[t, 1], items[t, 2], items[t, 3], items[t, 4]
         nr = r1 - r0
         rows_in = nr + (kh_n - 1) * dh
         plane = rows_in * wp
@@ -538,17 +539,131 @@ def _taps_conv_items(gemm, x, wt, y, b, has_b, z, has_z, kind, alpha, beta, one,
         for tap in range(kh_n * kw_n):
             kh = tap // kw_n
             kw = tap - kh * kw_n
-            gemm(101, 111, 111, m_n, n_cols, c_n, one, wf[tap * m_n * c_n:].ctypes.data, c_n,
+            gemm(101, 111, 111, m1 - m0, n_cols, c_n, one,
+                 wf[(tap * m_n + m0) * c_n:].ctypes.data, c_n,
                  xb[kh * dh * wp + kw * dw:].ctypes.data, plane, zero if tap == 0 else one,
                  tmp.ctypes.data, nr * wp)
-        for m in range(m_n):
+        for m in range(m0, m1):
             for r in range(nr):
-                s0 = np.uint64(m * nr * wp + r * wp)
+                s0 = np.uint64((m - m0) * nr * wp + r * wp)
                 d0 = np.uint64((i * m_n + m) * ldc_y + (r0 + r) * ow_n)
                 for j in range(np.uint64(ow_n)):
                     yf[d0 + j] = tmp[s0 + j]
         if has_b or has_z or kind != 0:
-            _epi_image(y, i, r0 * ow_n, r1 * ow_n, 0, m_n, b, z, has_z, kind, alpha, beta)
+            _epi_image(y, i, r0 * ow_n, r1 * ow_n, m0, m1, b, z, has_z, kind, alpha, beta)
+
+
+# -- the hot pool's native serving loop (execute/hotpool.py) ----------------------------------
+#
+# A conv split posts its items to the pool's workers as a kind and a range, its arguments
+# packed into the pool's slot arrays: addresses and shapes of the arrays, then the flags and
+# geometry; the workers rebuild the arrays from the addresses (_ptr, carray) and call the
+# kernel without ever leaving compiled code. Kinds: gemm_conv, taps_conv, float32 only (each
+# dtype compiles both kernels into the loop again: 4 s more of first-session compile for
+# float64 convs, which take the Python items)
+_NK_GEMM, _NK_TAPS = 1, 2
+_ptr: Any = None        # the pointer intrinsic and numba.carray, set by _load
+carray: Any = None
+
+
+def _put(ji, at, a):
+    ji[at] = a.ctypes.data
+    for d in range(a.ndim):
+        ji[at + 1 + d] = a.shape[d]
+
+
+def _pack(ji, jf, x, w, y, b, has_b, z, has_z, kind, alpha, beta, items, geo):
+    """A conv's arguments into the slots: x 0-4, w 5-8, y 9-12, b 13-14, z 15-18, items
+    19-21, has_b, has_z, kind 22-24, the geometry (ints) from 25; alpha, beta in jf."""
+    _put(ji, 0, x)
+    _put(ji, 5, w)
+    _put(ji, 9, y)
+    _put(ji, 13, b)
+    _put(ji, 15, z)
+    _put(ji, 19, items)
+    ji[22] = has_b
+    ji[23] = has_z
+    ji[24] = kind
+    for j in range(len(geo)):
+        ji[25 + j] = geo[j]
+    jf[0] = alpha
+    jf[1] = beta
+
+
+def _conv_arrays(ji, like):
+    """x, y, b, z and items of the packed conv, over the caller's memory, in like's dtype."""
+    x = carray(_ptr(ji[0], like), (ji[1], ji[2], ji[3], ji[4]))
+    y = carray(_ptr(ji[9], like), (ji[10], ji[11], ji[12]))
+    b = carray(_ptr(ji[13], like), (ji[14],))
+    z = carray(_ptr(ji[15], like), (ji[16], ji[17], ji[18]))
+    items = carray(_ptr(ji[19], ji), (ji[20], ji[21]))
+    return x, y, b, z, items
+
+
+def _gemm_slots(gemm, ji, jf, like, lo, hi):
+    x, y, b, z, items = _conv_arrays(ji, like)
+    w = carray(_ptr(ji[5], like), (ji[6], ji[7]))
+    t = like.dtype.type
+    g = ji[25:]
+    _gemm_conv_items(gemm, x, w, y, b, ji[22] != 0, z, ji[23] != 0, ji[24], t(jf[0]),
+                     t(jf[1]), t(1), t(0), g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7],
+                     g[8], g[9], items, g[10] != 0, lo, hi)
+
+
+def _taps_slots(gemm, ji, jf, like, lo, hi):
+    x, y, b, z, items = _conv_arrays(ji, like)
+    wt = carray(_ptr(ji[5], like), (ji[6], ji[7], ji[8]))
+    t = like.dtype.type
+    g = ji[25:]
+    _taps_conv_items(gemm, x, wt, y, b, ji[22] != 0, z, ji[23] != 0, ji[24], t(jf[0]),
+                     t(jf[1]), t(1), t(0), g[0], g[1], g[2], g[3], g[4], g[5], g[6], items,
+                     lo, hi)
+
+
+def _serve(ctl, w, done, spins, yield_fn, ji, jf, gemm):
+    """The hot pool's serving loop (hotpool._serve's contract) running the native float32
+    conv items it is posted: kind in ctl[w, 4], range ctl[w, 5:7]. The sched_yield calls around
+    an item also keep the compiler from moving the slot reads before the post is seen, or
+    the kernel's stores after the "done" mark."""
+    ctl[w, 1] = done
+    i = 0
+    while i < spins:
+        v = ctl[w, 0]
+        if v != done:
+            k = ctl[w, 4]
+            if k == 0:
+                return v
+            yield_fn()
+            lo, hi = ctl[w, 5], ctl[w, 6]
+            if k == 1:
+                _gemm_slots(gemm, ji, jf, np.empty(0, np.float32), lo, hi)
+            elif k == 2:
+                _taps_slots(gemm, ji, jf, np.empty(0, np.float32), lo, hi)
+            yield_fn()
+            done = v
+            ctl[w, 1] = done
+            i = 0
+            continue
+        if ctl[w, 3] != 0:
+            return -1
+        yield_fn()
+        i += 1
+    return -1
+
+
+def _pointer_intrinsic(numba: Any) -> Any:
+    """_ptr(addr, like): the address as a pointer to like's element type (for carray)."""
+    from numba.core import types
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def _ptr(typingctx, addr, like):
+        sig = types.CPointer(like.dtype)(addr, like)
+
+        def codegen(context, builder, signature, args):
+            return builder.inttoptr(args[0], context.get_value_type(signature.return_type))
+        return sig, codegen
+    return _ptr
 
 
 # -- loading and running ---------------------------------------------------------------------
@@ -583,7 +698,13 @@ def _load() -> dict[str, Any] | None:
         _K.update(epi=epi, gemm_conv=_njit(numba, _gemm_conv_items),
                   taps_conv=_njit(numba, _taps_conv_items), conv=_njit(numba, _conv_planes),
                   dwcl=_njit(numba, _dwcl_images), pool=_njit(numba, _dpool_planes),
-                  spool=_njit(numba, _spool_planes))
+                  spool=_njit(numba, _spool_planes), pack=_njit(numba, _pack))
+        # the native serving loop's pieces (compiled into it, resolved as globals)
+        g.update(_gemm_conv_items=_K["gemm_conv"], _taps_conv_items=_K["taps_conv"],
+                 _ptr=_pointer_intrinsic(numba), carray=numba.carray)
+        for f in (_put, _conv_arrays, _gemm_slots, _taps_slots):
+            g[f.__name__] = numba.njit(f)
+        _K["serve"] = _njit(numba, _serve)
     return _K
 
 
@@ -687,7 +808,11 @@ _TAPS_MAX_M = 128
 # below this many flops a conv runs on the calling thread with BLAS single-threaded: a
 # split costs ~35-40 us (handing a part to a spinning worker, GIL hand-offs included), more
 # than it saves on a conv under ~0.15 ms, and so does waking BLAS's own threads
-_GEMM_PAR_MIN = 16_000_000
+_GEMM_PAR_MIN = 4_000_000
+# a conv of fewer images than threads is split in bands of rows while every thread's share
+# keeps this many output columns, else in blocks of at least this many output channels
+_MIN_SPLIT_COLS = 256
+_MIN_SPLIT_M = 16
 
 
 def _blas_gemm(dt: np.dtype) -> Any:
@@ -781,27 +906,32 @@ class GemmConv:
         else:
             band = max(1, min(oh, _COLS_BYTES // max(kk * ow * self.w.itemsize, 1)))
             band = min(oh, max(band, -(-_MIN_COLS // max(ow, 1))))
-        rows = [(r, min(oh, r + band)) for r in range(0, oh, band)]
         flops = 2 * self.m * kk * oh * ow * n
         # how the work is spread: "one" (the calling thread, BLAS single-threaded: small
         # convs), "split" (one contiguous range of items per thread, BLAS single-threaded
-        # inside: images, else bands of rows), "blas" (one call, BLAS's own threads: fewer
-        # images than threads and no bands worth splitting, or a 1x1 conv, whose product
-        # BLAS splits better than we do: its threads share the packed panels, measured
-        # 0.38 ms against 0.6 for two halves on 64x256 @ 56x56)
+        # inside: images, else bands of rows, else blocks of output channels), "blas" (one
+        # call, BLAS's own threads: only where none of those gives every thread a share)
         mode = "one"
         units = n * self.group      # (image, group) blocks: independent, equal work
+        parts = 1                   # output channel blocks per group
         if t > 1 and flops >= _GEMM_PAR_MIN:
             mode = "split"
             if units < 2 * t and units % t:         # too few to share evenly
-                more = -(-t // (units * len(rows)))
-                if direct or ow * (band // more) < 256:
+                more = t // math.gcd(units, t)      # parts per unit: a multiple of t in all
+                if ow * (oh // more) >= _MIN_SPLIT_COLS:
+                    # bands of rows, each thread's share >= _MIN_SPLIT_COLS columns
+                    band = min(band, -(-oh // more))
+                elif self.mg // more >= _MIN_SPLIT_M:
+                    parts = more    # blocks of channels (each thread its own im2col)
+                else:
                     mode = "blas"
-                elif units * len(rows) < t:          # thinner bands, still >= 256 columns
-                    band = -(-band // more)
-                    rows = [(r, min(oh, r + band)) for r in range(0, oh, band)]
-        items = np.array([(i, r0, r1, g * self.mg, (g + 1) * self.mg) for i in range(n)
-                          for r0, r1 in rows for g in range(self.group)], np.int64)
+        rows = [(r, min(oh, r + band)) for r in range(0, oh, band)]
+        step = -(-self.mg // parts)
+        step = -(-step // 8) * 8 if step > 8 else step
+        chans = [(c, min(self.mg, c + step)) for c in range(0, self.mg, step)]
+        items = np.array([(i, r0, r1, g * self.mg + c0, g * self.mg + c1) for i in range(n)
+                          for r0, r1 in rows for g in range(self.group) for c0, c1 in chans],
+                         np.int64)
         hit = (items, mode)
         self._plans[key] = hit
         return hit
@@ -826,23 +956,29 @@ class GemmConv:
         dt = self.w.dtype
         b = self.nob if bias is None else np.ascontiguousarray(bias, dtype=dt)
         zz = self.noz if z is None else np.ascontiguousarray(z, dtype=dt).reshape(y.shape)
-        args = (self.gemm, x, self.w, y, b, bias is not None, zz, z is not None, kind,
-                dt.type(alpha), dt.type(beta), self.one, self.zero, kh, kw, strides[0],
-                strides[1], dil[0], dil[1], begin[0], begin[1], ow, self.mg, items, direct)
-        fn = _K["gemm_conv"]
+        fn, wk, native = _K["gemm_conv"], self.w, _NK_GEMM
+        geo: tuple = (kh, kw, strides[0], strides[1], dil[0], dil[1], begin[0], begin[1], ow,
+                      self.mg)
         if (self.wt is not None and strides == [1, 1] and not direct
                 and x.shape[3] + begin[1] <= ow + (kw - 1) * dil[1]):
             # stride 1, the padded row holds the whole input row: no im2col
-            fn = _K["taps_conv"]
-            args = (self.gemm, x, self.wt, y, b, bias is not None, zz, z is not None, kind,
-                    dt.type(alpha), dt.type(beta), self.one, self.zero, kh, kw, dil[0],
-                    dil[1], begin[0], begin[1], ow, items)
+            fn, wk, native = _K["taps_conv"], self.wt, _NK_TAPS
+            geo = (kh, kw, dil[0], dil[1], begin[0], begin[1], ow)
+        head = (x, wk, y, b, bias is not None, zz, z is not None, kind, dt.type(alpha),
+                dt.type(beta))
+        args = (self.gemm, *head, self.one, self.zero, *geo, items)
+        if native == _NK_GEMM:
+            args += (direct,)
+            geo += (int(direct),)
         if mode == "blas":
             hotpool.park()          # BLAS's threads get the cores, not spinning workers
             fn(*args, 0, len(items))
         elif mode == "one":
             with single_blas():
                 fn(*args, 0, len(items))
+        elif dt == np.float32:
+            intra.native_ranges(native, lambda ji, jf: _K["pack"](ji, jf, *head, items, geo),
+                                fn, args, len(items))
         else:
             intra.for_ranges(fn, args, len(items))
         return y
@@ -858,7 +994,20 @@ def gemm_conv_kernel(w: np.ndarray, group: int) -> GemmConv | None:
     gemm = _blas_gemm(w.dtype)
     if gemm is None:
         return None
+    _install_native()
     return GemmConv(np.asarray(w), gemm, group)
+
+
+_NATIVE: list[bool] = []
+
+
+def _install_native() -> None:
+    """Give the hot pool the serving loop that runs conv items itself (_serve), once."""
+    with _LOAD_LOCK:
+        if _NATIVE:
+            return
+        gemm = _blas_gemm(np.dtype(np.float32))
+        _NATIVE.append(gemm is not None and hotpool.install_native(_K["serve"], (gemm,)))
 
 
 # -- Conv's epilogue ---------------------------------------------------------------------------
