@@ -318,5 +318,5 @@ def test_no_writable_cache_compiles_without_it():
                 raise RuntimeError("cannot cache function: no locator available")
             return lambda f: ("compiled", f, kw)
 
-    assert jit._njit(FakeNumba(), len, fastmath=False) == ("compiled", len,
-                                                           {"nogil": True, "fastmath": False})
+    assert jit._njit(FakeNumba(), len, fastmath=False) == (
+        "compiled", len, {"nogil": True, "fastmath": False, "error_model": "numpy"})
