@@ -14,6 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import onnxrt
 from onnxrt.execute import intra
+from onnxrt.providers.cpu import blas
 from onnxrt.providers.cpu.nn import jit
 
 needs_numba = pytest.mark.skipif(not jit.available(), reason="numba is not installed")
@@ -183,7 +184,7 @@ def test_wrong_channels_fail_cleanly_and_session_keeps_working():
 
 
 def test_without_blas_symbols_the_numpy_path_runs(monkeypatch):
-    monkeypatch.setattr(jit, "_blas_gemm", lambda dt: None)
+    monkeypatch.setattr(blas, "gemm", lambda dt: None)
     xs, ws, attrs = CASES[1]
     mb = _conv_model(xs, ws, attrs)
     x = np.random.default_rng(8).standard_normal(xs).astype(np.float32)

@@ -70,14 +70,16 @@ _HEADS_LOCK = threading.Lock()
 
 def _heads_kernel() -> Any:
     """The compiled _heads (numba's disk cache or compiled once per process), or None where
-    numba is missing or disabled, or numpy's BLAS has no cblas gemm to call."""
+    numba is missing or disabled, or no BLAS has a cblas gemm to call
+    (providers/cpu/blas.py)."""
+    from onnxrt.providers.cpu import blas
     from onnxrt.providers.cpu.nn import jit
     if not jit.enabled():
         return None
     with _HEADS_LOCK:
         if not _HEADS:
             fn = None
-            gemm = jit._blas_gemm(np.dtype(np.float32)) if jit._load() is not None else None
+            gemm = blas.gemm(np.float32) if jit._load() is not None else None
             if gemm is not None:
                 import numba
                 try:

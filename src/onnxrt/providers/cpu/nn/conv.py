@@ -2,8 +2,9 @@
 algorithms.
 
 With numba a constant weight takes a compiled kernel (nn/jit.py): dense and grouped convs
-``GemmConv`` (im2col or tap-by-tap products, numpy's BLAS gemm and the epilogue in one call
-per thread, images or bands split over the session's threads), depthwise ones the compiled
+``GemmConv`` (im2col or tap-by-tap products, the BLAS gemm of providers/cpu/blas.py and
+the epilogue in one call per thread, images, bands or channel blocks split over the
+session's threads), depthwise ones the compiled
 tap loops. The NumPy algorithms below serve the rest (weights computed at run
 time, 3-D, other dtypes, no numba):
 

@@ -34,7 +34,8 @@ from typing import Any, Callable
 import numpy as np
 
 from onnxrt.execute import hotpool, intra
-from onnxrt.execute.threads import blas_libraries, single_blas
+from onnxrt.providers.cpu import blas
+from onnxrt.execute.threads import single_blas
 from onnxrt.ir.dtypes import np_dtype
 
 __all__ = ["available", "enabled", "set_enabled", "input_dtype", "conv_kernel", "pool_kernel",
@@ -456,7 +457,7 @@ def _gemm_conv_items(gemm, x, w, y, b, has_b, z, has_z, kind, alpha, beta, one, 
     channel) of the output y (N, M, OH*OW), the channels within one group of ``mg``: the
     band's im2col over the group's input channels (skipped for a 1x1 stride-1 conv without
     padding, whose input is its own column matrix), one BLAS product of the weight rows
-    w (M, Cg*KH*KW) into y through ``gemm`` (cblas_sgemm/dgemm of numpy's BLAS, called
+    w (M, Cg*KH*KW) into y through ``gemm`` (cblas_sgemm/dgemm of providers/cpu/blas.py, called
     without the GIL), then the epilogue on the block while it is in cache."""
     m_all = w.shape[0]
     kk = w.shape[1]
@@ -553,15 +554,34 @@ def _taps_conv_items(gemm, x, wt, y, b, has_b, z, has_z, kind, alpha, beta, one,
             _epi_image(y, i, r0 * ow_n, r1 * ow_n, m0, m1, b, z, has_z, kind, alpha, beta)
 
 
+def _mm_items(gemm, a, b, c, tb, one, zero, items, lo, hi):
+    """Blocks lo..hi-1 (m0, m1, n0, n1) of c = a @ b, one BLAS product each; a and c
+    row-major, b row-major (K, N) or, when ``tb``, given as its transpose (N, K) row-major
+    (a transposed weight: no copy)."""
+    k_n = a.shape[1]
+    n_n = c.shape[1]
+    af = a.reshape(-1)
+    bf = b.reshape(-1)
+    cf = c.reshape(-1)
+    for t in range(lo, hi):
+        m0, m1, n0, n1 = items[t, 0], items[t, 1], items[t, 2], items[t, 3]
+        if tb:
+            bp, ldb, trans = bf[n0 * k_n:].ctypes.data, k_n, 112
+        else:
+            bp, ldb, trans = bf[n0:].ctypes.data, n_n, 111
+        gemm(101, 111, trans, m1 - m0, n1 - n0, k_n, one, af[m0 * k_n:].ctypes.data, k_n,
+             bp, ldb, zero, cf[m0 * n_n + n0:].ctypes.data, n_n)
+
+
 # -- the hot pool's native serving loop (execute/hotpool.py) ----------------------------------
 #
 # A conv split posts its items to the pool's workers as a kind and a range, its arguments
 # packed into the pool's slot arrays: addresses and shapes of the arrays, then the flags and
 # geometry; the workers rebuild the arrays from the addresses (_ptr, carray) and call the
-# kernel without ever leaving compiled code. Kinds: gemm_conv, taps_conv, float32 only (each
-# dtype compiles both kernels into the loop again: 4 s more of first-session compile for
-# float64 convs, which take the Python items)
-_NK_GEMM, _NK_TAPS = 1, 2
+# kernel without ever leaving compiled code. Kinds: gemm_conv, taps_conv, blocks of a matrix
+# product; float32 only (each dtype compiles the kernels into the loop again: 4 s more of
+# first-session compile for float64, which takes the Python items)
+_NK_GEMM, _NK_TAPS, _NK_MM = 1, 2, 3
 _ptr: Any = None        # the pointer intrinsic and numba.carray, set by _load
 carray: Any = None
 
@@ -588,6 +608,24 @@ def _pack(ji, jf, x, w, y, b, has_b, z, has_z, kind, alpha, beta, items, geo):
         ji[25 + j] = geo[j]
     jf[0] = alpha
     jf[1] = beta
+
+
+def _pack_mm(ji, a, b, c, tb, items):
+    """A product's arguments into the slots: a 0-2, b 3-5, c 6-8, items 9-11, tb 12."""
+    _put(ji, 0, a)
+    _put(ji, 3, b)
+    _put(ji, 6, c)
+    _put(ji, 9, items)
+    ji[12] = tb
+
+
+def _mm_slots(gemm, ji, like, lo, hi):
+    a = carray(_ptr(ji[0], like), (ji[1], ji[2]))
+    b = carray(_ptr(ji[3], like), (ji[4], ji[5]))
+    c = carray(_ptr(ji[6], like), (ji[7], ji[8]))
+    items = carray(_ptr(ji[9], ji), (ji[10], ji[11]))
+    t = like.dtype.type
+    _mm_items(gemm, a, b, c, ji[12] != 0, t(1), t(0), items, lo, hi)
 
 
 def _conv_arrays(ji, like):
@@ -639,6 +677,8 @@ def _serve(ctl, w, done, spins, yield_fn, ji, jf, gemm):
                 _gemm_slots(gemm, ji, jf, np.empty(0, np.float32), lo, hi)
             elif k == 2:
                 _taps_slots(gemm, ji, jf, np.empty(0, np.float32), lo, hi)
+            elif k == 3:
+                _mm_slots(gemm, ji, np.empty(0, np.float32), lo, hi)
             yield_fn()
             done = v
             ctl[w, 1] = done
@@ -702,11 +742,12 @@ def _load() -> dict[str, Any] | None:
         _K.update(epi=epi, gemm_conv=_njit(numba, _gemm_conv_items),
                   taps_conv=_njit(numba, _taps_conv_items), conv=_njit(numba, _conv_planes),
                   dwcl=_njit(numba, _dwcl_images), pool=_njit(numba, _dpool_planes),
-                  spool=_njit(numba, _spool_planes), pack=_njit(numba, _pack))
+                  spool=_njit(numba, _spool_planes), pack=_njit(numba, _pack),
+                  mm=_njit(numba, _mm_items), pack_mm=_njit(numba, _pack_mm))
         # the native serving loop's pieces (compiled into it, resolved as globals)
         g.update(_gemm_conv_items=_K["gemm_conv"], _taps_conv_items=_K["taps_conv"],
-                 _ptr=_pointer_intrinsic(numba), carray=numba.carray)
-        for f in (_put, _conv_arrays, _gemm_slots, _taps_slots):
+                 _mm_items=_K["mm"], _ptr=_pointer_intrinsic(numba), carray=numba.carray)
+        for f in (_put, _conv_arrays, _gemm_slots, _taps_slots, _mm_slots):
             g[f.__name__] = numba.njit(error_model="numpy")(f)
         _K["serve"] = _njit(numba, _serve)
     return _K
@@ -800,7 +841,6 @@ def conv_kernel(w: np.ndarray, group: int) -> JitConv | None:
 
 # -- dense Conv: im2col + BLAS + epilogue in one compiled call ---------------------------------
 
-_GEMM: dict[str, Any] = {}
 # a band's im2col buffer is kept near this size (in cache while BLAS reads it), as long as
 # it keeps _MIN_COLS columns for BLAS to be efficient
 _COLS_BYTES = 512 << 10
@@ -817,44 +857,6 @@ _GEMM_PAR_MIN = 4_000_000
 # keeps this many output columns, else in blocks of at least this many output channels
 _MIN_SPLIT_COLS = 256
 _MIN_SPLIT_M = 16
-
-
-def _blas_gemm(dt: np.dtype) -> Any:
-    """cblas_sgemm/dgemm of the BLAS numpy loaded, as a ctypes function with 64-bit sizes
-    (numpy's OpenBLAS is ILP64; an LP64 one reads the low halves of the same slots), or
-    None when none is found or it fails a small product against numpy's."""
-    key = np.dtype(dt).char
-    if key in _GEMM:
-        return _GEMM[key]
-    import ctypes
-
-    ch = "s" if key == "f" else "d"
-    ct = ctypes.c_float if key == "f" else ctypes.c_double
-    found = None
-    for lib in blas_libraries():
-        try:
-            so = ctypes.CDLL(lib.filepath)
-        except OSError:
-            continue
-        for name in (f"scipy_cblas_{ch}gemm64_", f"cblas_{ch}gemm64_", f"cblas_{ch}gemm"):
-            fn = getattr(so, name, None)
-            if fn is None:
-                continue
-            i, l, p = ctypes.c_int, ctypes.c_int64, ctypes.c_void_p
-            fn.argtypes = [i, i, i, l, l, l, ct, p, l, p, l, ct, p, l]
-            fn.restype = None
-            a = np.arange(12, dtype=dt).reshape(3, 4) / 7
-            b = np.arange(20, dtype=dt).reshape(4, 5) / 3
-            c = np.zeros((3, 5), dt)
-            fn(101, 111, 111, 3, 5, 4, 1.0, a.ctypes.data, 4, b.ctypes.data, 5, 0.0,
-               c.ctypes.data, 5)
-            if np.allclose(c, a @ b):
-                found = fn
-                break
-        if found is not None:
-            break
-    _GEMM[key] = found
-    return found
 
 
 class GemmConv:
@@ -925,7 +927,7 @@ class GemmConv:
                 if ow * (oh // more) >= _MIN_SPLIT_COLS:
                     # bands of rows, each thread's share >= _MIN_SPLIT_COLS columns
                     band = min(band, -(-oh // more))
-                elif self.mg // more >= _MIN_SPLIT_M:
+                elif self.mg // more >= _MIN_SPLIT_M or not blas.own_threads(self.w.dtype):
                     parts = more    # blocks of channels (each thread its own im2col)
                 else:
                     mode = "blas"
@@ -991,15 +993,54 @@ class GemmConv:
 def gemm_conv_kernel(w: np.ndarray, group: int) -> GemmConv | None:
     """The compiled conv for a constant weight (M, Cg, *kernel) in the compute dtype: dense
     or grouped with several channels per group (depthwise has its own kernels), 1-D or
-    2-D, float32/float64, when numpy's BLAS exposes its cblas gemm."""
+    2-D, float32/float64, when a BLAS exposes its cblas gemm (providers/cpu/blas.py)."""
     if (w.ndim not in (3, 4) or (group > 1 and w.shape[1] == 1) or w.shape[0] % group
             or not _ready(w.dtype)):
         return None
-    gemm = _blas_gemm(w.dtype)
+    gemm = blas.gemm(w.dtype)
     if gemm is None:
         return None
     _install_native()
     return GemmConv(np.asarray(w), gemm, group)
+
+
+# a float32 product of at least this many flops is split over the session's threads when
+# the BLAS has no threads of its own (MKL loaded sequential): in blocks of columns of b, so
+# that each thread reads only its part of the weights
+_MM_SPLIT_MIN = 4_000_000
+
+
+def split_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """a @ b for 2-D float32 operands, through the sequential BLAS split over the session's
+    threads (columns of b, aligned to 64, else rows of a), or None where that does not
+    apply: another dtype or a BLAS with threads of its own, a small product, one thread,
+    numba missing. A b stored transposed (a tied embedding's .T) is read as it is."""
+    if (a.dtype != np.float32 or b.dtype != np.float32 or a.ndim != 2 or b.ndim != 2
+            or blas.own_threads(np.float32) or not _ready(a.dtype)):
+        return None
+    m, k = a.shape
+    n = b.shape[1]
+    t = intra.threads()
+    if t < 2 or 2 * m * n * k < _MM_SPLIT_MIN or b.shape[0] != k:
+        return None
+    gemm = blas.gemm(np.float32)
+    if gemm is None:
+        return None
+    _install_native()
+    a = np.ascontiguousarray(a)
+    tb = not b.flags.c_contiguous and b.T.flags.c_contiguous
+    b = b.T if tb else np.ascontiguousarray(b)
+    c = np.empty((m, n), np.float32)
+    if n >= 64 * t:
+        parts = intra.split(n, t, 64)
+        items = np.array([(0, m, n0, n1) for n0, n1 in parts], np.int64)
+    else:
+        parts = intra.split(m, t, 8)
+        items = np.array([(m0, m1, 0, n) for m0, m1 in parts], np.int64)
+    one, zero = np.float32(1), np.float32(0)
+    intra.native_ranges(_NK_MM, lambda ji, jf: _K["pack_mm"](ji, a, b, c, tb, items),
+                        _K["mm"], (gemm, a, b, c, tb, one, zero, items), len(items))
+    return c
 
 
 _NATIVE: list[bool] = []
@@ -1010,7 +1051,7 @@ def _install_native() -> None:
     with _LOAD_LOCK:
         if _NATIVE:
             return
-        gemm = _blas_gemm(np.dtype(np.float32))
+        gemm = blas.gemm(np.float32)
         _NATIVE.append(gemm is not None and hotpool.install_native(_K["serve"], (gemm,)))
 
 

@@ -1,0 +1,147 @@
+"""The BLAS the compiled kernels call (providers/cpu/blas.py: MKL when the optional package
+is installed, else numpy's OpenBLAS) and the float32 matrix product split over the
+session's threads on top of it (nn/jit.py split_matmul), against NumPy in float64 and
+onnxruntime."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnxruntime
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import onnxrt
+from onnxrt.execute.threads import limit_threads
+from onnxrt.providers.cpu import blas
+from onnxrt.providers.cpu.nn import jit
+
+needs_numba = pytest.mark.skipif(not jit.available(), reason="numba is not installed")
+
+
+def _have_mkl() -> bool:
+    try:
+        importlib.metadata.distribution("mkl")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+HAVE_MKL = _have_mkl()
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_gemm_multiplies_like_numpy(dt):
+    fn = blas.gemm(dt)
+    assert fn is not None and blas.name(dt) in ("mkl", "openblas")
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((7, 13)).astype(dt), rng.standard_normal((13, 5)).astype(dt)
+    c = np.full((7, 5), np.nan, dt)
+    fn(101, 111, 111, 7, 5, 13, 1.0, a.ctypes.data, 13, b.ctypes.data, 5, 0.0, c.ctypes.data, 5)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+
+
+def _which(env: dict) -> str:
+    code = "from onnxrt.providers.cpu import blas; print(blas.name(), blas.own_threads())"
+    return subprocess.run([sys.executable, "-c", code], env={**os.environ, **env},
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_choice_follows_onnxrt_blas():
+    assert _which({"ONNXRT_BLAS": "openblas"}) == "openblas True"
+    if HAVE_MKL:
+        assert _which({"ONNXRT_BLAS": ""}) == "mkl False"     # the default when installed
+        assert _which({"ONNXRT_BLAS": "mkl"}) == "mkl False"
+    else:       # asked for but missing: numpy's BLAS
+        assert _which({"ONNXRT_BLAS": "mkl"}) == "openblas True"
+
+
+@needs_numba
+@pytest.mark.parametrize("m,k,n,transposed", [
+    (128, 96, 512, False),      # blocks of columns
+    (128, 96, 512, True),       # b given as a transposed view: read in place
+    (300, 64, 40, False),       # too few columns: blocks of rows
+    (1, 768, 3000, True),
+])
+def test_split_matmul_matches_numpy(m, k, n, transposed, monkeypatch):
+    monkeypatch.setattr(blas, "own_threads", lambda dt=None: False)   # as with MKL
+    monkeypatch.setattr(jit, "_MM_SPLIT_MIN", 0)
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k)).astype(np.float32).T if transposed else \
+        rng.standard_normal((k, n)).astype(np.float32)
+    with limit_threads(2):
+        y = jit.split_matmul(a, b)
+    assert y is not None and y.shape == (m, n)
+    np.testing.assert_allclose(y, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
+@needs_numba
+def test_split_matmul_declines_what_it_does_not_do(monkeypatch):
+    monkeypatch.setattr(blas, "own_threads", lambda dt=None: False)
+    a = np.ones((64, 64), np.float32)
+    with limit_threads(2):
+        assert jit.split_matmul(a.astype(np.float64), a.astype(np.float64)) is None
+        assert jit.split_matmul(a[:2, :2], a[:2, :2]) is None               # too small
+    with limit_threads(1):
+        assert jit.split_matmul(a, a) is None                               # one thread
+    monkeypatch.setattr(blas, "own_threads", lambda dt=None: True)
+    with limit_threads(2):
+        assert jit.split_matmul(a, a) is None       # BLAS's own threads do it
+
+
+def _matmul_model(k: int, n: int) -> bytes:
+    w = numpy_helper.from_array(np.random.default_rng(2).standard_normal((k, n))
+                                .astype(np.float32), "w")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 64, k])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+    return helper.make_model(g, ir_version=8,
+                             opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+@needs_numba
+def test_matmul_node_takes_the_split_and_matches_onnxruntime(monkeypatch):
+    monkeypatch.setattr(blas, "own_threads", lambda dt=None: False)
+    calls = []
+    real = jit.split_matmul
+    monkeypatch.setattr(jit, "split_matmul", lambda a, b: calls.append(a.shape) or real(a, b))
+    mb = _matmul_model(256, 384)
+    x = np.random.default_rng(3).standard_normal((2, 64, 256)).astype(np.float32)
+    so = onnxrt.SessionOptions()
+    so.intra_op_num_threads = 2
+    y = onnxrt.InferenceSession(mb, so).run(None, {"x": x})[0]
+    ref = onnxruntime.InferenceSession(mb, providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})[0]
+    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
+    assert calls == [(128, 256)]        # the stack flattened into one product
+
+
+def test_conv_through_openblas_matches_onnxruntime():
+    """Whichever BLAS is the default here, the other path runs too: a conv model in a
+    process that asks for numpy's OpenBLAS."""
+    code = """
+import numpy as np, onnxruntime, onnxrt
+from onnx import TensorProto, helper, numpy_helper
+from onnxrt.providers.cpu import blas
+rng = np.random.default_rng(4)
+w = numpy_helper.from_array((rng.standard_normal((16, 8, 3, 3)) * 0.3).astype(np.float32), "w")
+g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], "g",
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8, 20, 20])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+mb = helper.make_model(g, ir_version=8, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+x = rng.standard_normal((2, 8, 20, 20)).astype(np.float32)
+y = onnxrt.InferenceSession(mb).run(None, {"x": x})[0]
+r = onnxruntime.InferenceSession(mb, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+np.testing.assert_allclose(y, r, rtol=1e-4, atol=1e-4)
+print(blas.name())
+"""
+    out = subprocess.run([sys.executable, "-c", code],
+                         env={**os.environ, "ONNXRT_BLAS": "openblas"}, capture_output=True,
+                         text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[-1] == "openblas"
