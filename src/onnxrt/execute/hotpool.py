@@ -38,7 +38,7 @@ import numpy as np
 
 __all__ = ["HotPool", "get"]
 
-_SPINS = 1000                # idle polls (~0.3 us each) before a worker parks
+_SPINS = 10000               # idle polls (~0.3 us each) before a worker parks
 # slot layout of the control array, one row per worker: the last posted and the last
 # finished item's sequence numbers, parked, park request, the posted item's native kind
 # (0: a Python item) and range

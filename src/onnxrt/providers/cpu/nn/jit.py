@@ -931,6 +931,13 @@ class GemmConv:
                     parts = more    # blocks of channels (each thread its own im2col)
                 else:
                     mode = "blas"
+        if mode == "split" and parts == 1:
+            # bands of equal work: as many per (image, group) block as make the blocks a
+            # multiple of the threads, where the threads get few of them
+            nb = -(-oh // band)
+            if (units * nb) % t and units * nb < 4 * t:
+                step = t // math.gcd(units, t)
+                band = -(-oh // min(-(-nb // step) * step, oh))
         rows = [(r, min(oh, r + band)) for r in range(0, oh, band)]
         step = -(-self.mg // parts)
         step = -(-step // 8) * 8 if step > 8 else step
