@@ -9,9 +9,10 @@ an item by writing a sequence number there, runs its own item, and waits for the
 the other side needs it. Measured: a split of two 150 us items 250 us -> 160 us.
 
 Spinning burns a core, so it is bounded: a worker parks (blocks on a condition) after
-``_SPINS`` idle polls (about 0.3 ms) and when the session run that woke it ends
-(``park``), so an idle process and the other engine of a side-by-side benchmark are left
-alone. ``session.intra_op.allow_spinning = 0`` (onnxruntime's key) turns it off for a
+``_SPINS`` idle polls (about 3 ms: long enough to outlast the unsplit nodes between two
+splits, where waking a parked worker again costs ~50-100 us) and when the session run
+that woke it ends (``park``), so an idle process and the other engine of a side-by-side
+benchmark are left alone. ``session.intra_op.allow_spinning = 0`` (onnxruntime's key) turns it off for a
 session: its splits take the blocking pool.
 
 Each poll calls sched_yield through libc (a ctypes function pointer passed in, as numba
