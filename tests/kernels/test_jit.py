@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import onnxrt
-from onnxrt.execute import intra, threads
+from onnxrt.execute import hotpool, intra, threads
 from onnxrt.providers.cpu.nn import jit
 
 HAVE = jit.available()
@@ -253,6 +253,13 @@ def test_split_over_threads_and_concurrent_runs(monkeypatch, calls):
         return real_pf(n, fn)
 
     monkeypatch.setattr(intra, "parallel_for", spy_pf)
+    real_native = hotpool.HotPool.run_native
+
+    def spy_native(self, kind, parts, own):       # the depthwise planes' native items
+        splits.append((threads.jit_threads(), len(parts)))
+        return real_native(self, kind, parts, own)
+
+    monkeypatch.setattr(hotpool.HotPool, "run_native", spy_native)
     attrs = {"group": 32, "pads": [1, 1, 1, 1]}
     cases = [("Conv", (2, 32, 48, 48), attrs, (32, 1, 3, 3)),
              ("Conv", (64, 32, 9, 9), attrs, (32, 1, 3, 3)),         # channels-last, narrow

@@ -53,9 +53,9 @@ _PAR_MIN_WORK = 1 << 19
 # matmuls (measured: 4 channels per group at 56x56, 1.5x slower compiled)
 _MAX_CG = 1
 # depthwise outputs narrower than this run channels-last (_dwcl_image): per-plane loops
-# are a few pixels long there (measured 0.4x the planar loops at 7 and 14 wide, parity at
-# 28, slower from 56)
-_MIN_OUT_W = 20
+# are a few pixels long there (measured, one thread: 7 wide 0.85x the planar loops, 14
+# wide 1.3-1.8x, 28 wide 2.7x)
+_MIN_OUT_W = 10
 
 
 def available() -> bool:
@@ -81,87 +81,110 @@ def set_enabled(on: bool) -> None:
 # from 0 with range variables: numba then drops its negative-index check and LLVM
 # vectorizes them.
 
-def _fill(xc, buf, sh, sw, ph, pw, val):
-    """buf (sh*sw, QH, QW) <- the stride phases of plane xc (H, W) padded with ``val``:
-    buf[rh*sw + rw, qh, qw] = xc[qh*sh + rh - ph, qw*sw + rw - pw] (``val`` outside)."""
-    hh, ww = xc.shape
-    qh_n, qw_n = buf.shape[1], buf.shape[2]
+def _fill(xf, base, hh, ww, buf, sh, sw, ph, pw, qh_n, qw_n, val):
+    """buf (flat, sh*sw planes of QH x QW) <- the stride phases of the plane at ``base`` of
+    the flat input xf (H, W), padded with ``val``:
+    buf[(rh*sw + rw)*QH*QW + qh*QW + qw] = x[qh*sh + rh - ph, qw*sw + rw - pw]."""
+    pl = qh_n * qw_n
     for rh in range(sh):
-        for qh in range(qh_n):
-            ih = qh * sh + rh - ph
-            for rw in range(sw):
-                dst = buf[rh * sw + rw, qh]
+        for rw in range(sw):
+            # the columns qw whose input column qw*sw + off lies in 0..W-1
+            off = rw - pw
+            lo = 0 if off >= 0 else (sw - 1 - off) // sw
+            lo = min(lo, qw_n)
+            hi = (ww - 1 - off) // sw + 1 if ww - 1 - off >= 0 else 0
+            hi = max(min(hi, qw_n), lo)
+            usw = np.uint64(sw)
+            for qh in range(qh_n):
+                d0 = np.uint64((rh * sw + rw) * pl + qh * qw_n)
+                ih = qh * sh + rh - ph
                 if ih < 0 or ih >= hh:
-                    for q in range(qw_n):
-                        dst[q] = val
+                    for j in range(np.uint64(qw_n)):
+                        buf[d0 + j] = val
                     continue
-                off = rw - pw
-                lo = 0 if off >= 0 else (sw - 1 - off) // sw
-                span = ww - 1 - off
-                hi = span // sw + 1 if span >= 0 else 0
-                hi = min(hi, qw_n)
-                lo = min(lo, qw_n)
-                hi = max(hi, lo)
-                for q in range(lo):
-                    dst[q] = val
-                src = xc[ih]
+                for j in range(np.uint64(lo)):
+                    buf[d0 + j] = val
+                s0 = np.uint64(base + ih * ww + lo * sw + off)
+                dl = d0 + np.uint64(lo)
                 if sw == 1:
-                    d1 = dst[lo:hi]
-                    s1 = src[lo + off:hi + off]
-                    for i in range(hi - lo):
-                        d1[i] = s1[i]
+                    for j in range(np.uint64(hi - lo)):
+                        buf[dl + j] = xf[s0 + j]
                 else:
-                    for q in range(lo, hi):
-                        dst[q] = src[q * sw + off]
-                for q in range(hi, qw_n):
-                    dst[q] = val
+                    for j in range(np.uint64(hi - lo)):
+                        buf[dl + j] = xf[s0 + j * usw]
+                for j in range(np.uint64(hi), np.uint64(qw_n)):
+                    buf[d0 + j] = val
 
 
-def _conv_plane(x, w, b, out, p, cg, mg, sh, sw, dh, dw, ph, pw):
-    """Output plane p = n * M + m of a grouped conv: x (N, C, H, W), w (M, Cg, KH, KW),
-    taps summed in the NumPy path's order (bias last), so results are bit-identical."""
+def _conv_planes(x, w, b, out, mg, sh, sw, dh, dw, ph, pw, lo, hi):
+    """Output planes lo..hi-1 (p = n * M + m) of a depthwise conv (one input channel per
+    group, ``mg`` outputs per channel): x (N, C, H, W), w (M, 1, KH, KW). Each plane's
+    input is padded and split into its stride phases (_fill), flattened, so that every
+    kernel tap is one long contiguous multiply-add over all output rows at once (the
+    columns computed past each row's end are dropped when the plane is written out); taps
+    go three to a pass where a kernel row has three. Flat unsigned indices, tap offsets
+    computed once per call: views and integer divisions per row made the earlier loops
+    3x slower (shufflenet's 8x136x28x28 3x3: 1.88 -> 0.72 ms on one thread). Taps are
+    summed in the NumPy path's order, bias last: bit-identical results."""
+    c_n, hh, ww = x.shape[1], x.shape[2], x.shape[3]
     m_all = out.shape[1]
-    n = p // m_all
-    m = p - n * m_all
-    c0 = (m // mg) * cg
     oh_n, ow_n = out.shape[2], out.shape[3]
     kh_n, kw_n = w.shape[2], w.shape[3]
     qh_n = oh_n + ((kh_n - 1) * dh) // sh
     qw_n = ow_n + ((kw_n - 1) * dw) // sw
-    buf = np.empty((sh * sw, qh_n, qw_n), dtype=x.dtype)
-    flat = buf.reshape(sh * sw, qh_n * qw_n)
-    length = (oh_n - 1) * qw_n + ow_n
-    acc = np.empty(length, dtype=x.dtype)
-    first = True
-    for ci in range(cg):
-        _fill(x[n, c0 + ci], buf, sh, sw, ph, pw, 0.0)
-        for kh in range(kh_n):
+    pl = qh_n * qw_n
+    taps = kh_n * kw_n
+    # tap (kh, kw) reads phase (rh % sh) * sw + rw % sw, shifted (rh // sh) rows and
+    # rw // sw columns (rh = kh * dh, rw = kw * dw)
+    toff = np.empty(taps, np.uint64)
+    for kh in range(kh_n):
+        for kw in range(kw_n):
             rh = kh * dh
-            for kw in range(kw_n):
-                rw = kw * dw
-                shift = (rh // sh) * qw_n + rw // sw
-                src = flat[(rh % sh) * sw + rw % sw, shift:shift + length]
-                wv = w[m, ci, kh, kw]
-                if first:
+            rw = kw * dw
+            toff[kh * kw_n + kw] = ((rh % sh) * sw + rw % sw) * pl + (rh // sh) * qw_n + \
+                rw // sw
+    buf = np.empty(sh * sw * pl, dtype=x.dtype)
+    acc = np.empty(pl, dtype=x.dtype)
+    xf = x.reshape(-1)
+    of = out.reshape(-1)
+    wf = w.reshape(-1)
+    zero = x.dtype.type(0)
+    length = np.uint64((oh_n - 1) * qw_n + ow_n)
+    for p in range(lo, hi):
+        n = p // m_all
+        m = p - n * m_all
+        _fill(xf, (n * c_n + m // mg) * hh * ww, hh, ww, buf, sh, sw, ph, pw, qh_n, qw_n,
+              zero)
+        w0 = m * taps
+        for kh in range(kh_n):
+            t = kh * kw_n
+            if kw_n == 3:
+                t0, t1, t2 = toff[t], toff[t + 1], toff[t + 2]
+                v0, v1, v2 = wf[w0 + t], wf[w0 + t + 1], wf[w0 + t + 2]
+                if kh == 0:
                     for i in range(length):
-                        acc[i] = src[i] * wv
-                    first = False
+                        acc[i] = buf[t0 + i] * v0 + buf[t1 + i] * v1 + buf[t2 + i] * v2
                 else:
                     for i in range(length):
-                        acc[i] += src[i] * wv
-    bias = b[m]
-    o = out[n, m]
-    for oh in range(oh_n):
-        row = o[oh]
-        a1 = acc[oh * qw_n:oh * qw_n + ow_n]
-        for i in range(ow_n):
-            row[i] = a1[i] + bias
-
-
-def _conv_planes(x, w, b, out, cg, mg, sh, sw, dh, dw, ph, pw, lo, hi):
-    """Output planes lo..hi-1 (p = n * M + m)."""
-    for p in range(lo, hi):
-        _conv_plane(x, w, b, out, p, cg, mg, sh, sw, dh, dw, ph, pw)
+                        acc[i] = acc[i] + buf[t0 + i] * v0 + buf[t1 + i] * v1 + \
+                            buf[t2 + i] * v2
+                continue
+            for kw in range(kw_n):
+                t0 = toff[t + kw]
+                v0 = wf[w0 + t + kw]
+                if kh == 0 and kw == 0:
+                    for i in range(length):
+                        acc[i] = buf[t0 + i] * v0
+                else:
+                    for i in range(length):
+                        acc[i] = acc[i] + buf[t0 + i] * v0
+        bias = b[m]
+        obase = (n * m_all + m) * oh_n * ow_n
+        for oh in range(oh_n):
+            a0 = np.uint64(oh * qw_n)
+            o0 = np.uint64(obase + oh * ow_n)
+            for i in range(np.uint64(ow_n)):
+                of[o0 + i] = acc[a0 + i] + bias
 
 
 def _dwcl_image(x, wt, b, out, n, mult, sh, sw, dh, dw, ph, pw):
@@ -579,9 +602,9 @@ def _mm_items(gemm, a, b, c, tb, one, zero, items, lo, hi):
 # packed into the pool's slot arrays: addresses and shapes of the arrays, then the flags and
 # geometry; the workers rebuild the arrays from the addresses (_ptr, carray) and call the
 # kernel without ever leaving compiled code. Kinds: gemm_conv, taps_conv, blocks of a matrix
-# product; float32 only (each dtype compiles the kernels into the loop again: 4 s more of
+# product, depthwise planes; float32 only (each dtype compiles the kernels into the loop again: 4 s more of
 # first-session compile for float64, which takes the Python items)
-_NK_GEMM, _NK_TAPS, _NK_MM = 1, 2, 3
+_NK_GEMM, _NK_TAPS, _NK_MM, _NK_DW = 1, 2, 3, 4
 _ptr: Any = None        # the pointer intrinsic and numba.carray, set by _load
 carray: Any = None
 
@@ -626,6 +649,26 @@ def _mm_slots(gemm, ji, like, lo, hi):
     items = carray(_ptr(ji[9], ji), (ji[10], ji[11]))
     t = like.dtype.type
     _mm_items(gemm, a, b, c, ji[12] != 0, t(1), t(0), items, lo, hi)
+
+
+def _pack_dw(ji, x, w, b, out, geo):
+    """A depthwise conv's arguments into the slots: x 0-4, w 5-9, b 10-11, out 12-16, the
+    geometry (ints) from 17."""
+    _put(ji, 0, x)
+    _put(ji, 5, w)
+    _put(ji, 10, b)
+    _put(ji, 12, out)
+    for j in range(len(geo)):
+        ji[17 + j] = geo[j]
+
+
+def _dw_slots(ji, like, lo, hi):
+    x = carray(_ptr(ji[0], like), (ji[1], ji[2], ji[3], ji[4]))
+    w = carray(_ptr(ji[5], like), (ji[6], ji[7], ji[8], ji[9]))
+    b = carray(_ptr(ji[10], like), (ji[11],))
+    out = carray(_ptr(ji[12], like), (ji[13], ji[14], ji[15], ji[16]))
+    g = ji[17:]
+    _conv_planes(x, w, b, out, g[0], g[1], g[2], g[3], g[4], g[5], g[6], lo, hi)
 
 
 def _conv_arrays(ji, like):
@@ -679,6 +722,8 @@ def _serve(ctl, w, done, spins, yield_fn, ji, jf, gemm):
                 _taps_slots(gemm, ji, jf, np.empty(0, np.float32), lo, hi)
             elif k == 3:
                 _mm_slots(gemm, ji, np.empty(0, np.float32), lo, hi)
+            elif k == 4:
+                _dw_slots(ji, np.empty(0, np.float32), lo, hi)
             yield_fn()
             done = v
             ctl[w, 1] = done
@@ -735,7 +780,7 @@ def _load() -> dict[str, Any] | None:
             return None
         # the plane functions, compiled into their callers (resolved as globals at compile)
         g = globals()
-        for f in (_fill, _conv_plane, _dwcl_image, _im2col_band, _spool_block):
+        for f in (_fill, _dwcl_image, _im2col_band, _spool_block):
             g[f.__name__] = numba.njit(error_model="numpy")(f)
         g["_mx"] = numba.njit(inline="always")(_mx)     # else its loops do not vectorize
         g["_epi_image"] = epi = _njit(numba, _epi_image)
@@ -743,11 +788,13 @@ def _load() -> dict[str, Any] | None:
                   taps_conv=_njit(numba, _taps_conv_items), conv=_njit(numba, _conv_planes),
                   dwcl=_njit(numba, _dwcl_images), pool=_njit(numba, _dpool_planes),
                   spool=_njit(numba, _spool_planes), pack=_njit(numba, _pack),
-                  mm=_njit(numba, _mm_items), pack_mm=_njit(numba, _pack_mm))
+                  mm=_njit(numba, _mm_items), pack_mm=_njit(numba, _pack_mm),
+                  pack_dw=_njit(numba, _pack_dw))
         # the native serving loop's pieces (compiled into it, resolved as globals)
         g.update(_gemm_conv_items=_K["gemm_conv"], _taps_conv_items=_K["taps_conv"],
-                 _mm_items=_K["mm"], _ptr=_pointer_intrinsic(numba), carray=numba.carray)
-        for f in (_put, _conv_arrays, _gemm_slots, _taps_slots, _mm_slots):
+                 _mm_items=_K["mm"], _conv_planes=_K["conv"], _ptr=_pointer_intrinsic(numba),
+                 carray=numba.carray)
+        for f in (_put, _conv_arrays, _gemm_slots, _taps_slots, _mm_slots, _dw_slots):
             g[f.__name__] = numba.njit(error_model="numpy")(f)
         _K["serve"] = _njit(numba, _serve)
     return _K
@@ -797,7 +844,7 @@ class JitConv:
         m, dt = self.w.shape[0], self.w.dtype
         x = np.zeros((1, self.cg * (m // self.mg), 3, 3), dt)
         _K["conv"](x, np.zeros((m, self.cg, 1, 1), dt), self.zero, np.empty((1, m, 1, 1), dt),
-                   self.cg, self.mg, 1, 1, 1, 1, 0, 0, 0, 1)
+                   self.mg, 1, 1, 1, 1, 0, 0, 0, 1)
         if self.wt is not None:
             _K["dwcl"](x, np.zeros((1, 1, m), dt), self.zero, np.empty((1, m, 1, 1), dt),
                        self.mg, 1, 1, 1, 1, 0, 0, 0, 1)
@@ -824,8 +871,12 @@ class JitConv:
         geo = (strides[0], strides[1], dil[0], dil[1], begin[0], begin[1])
         if narrow:
             _call("dwcl", n, work, (x, self.wt, b, out, self.mg) + geo)
+        elif work >= _PAR_MIN_WORK and x.dtype == np.float32 and _install_native():
+            args = (x, self.w, b, out, self.mg) + geo
+            intra.native_ranges(_NK_DW, lambda ji, jf: _K["pack_dw"](ji, *args[:4], args[4:]),
+                                _K["conv"], args, n * m)
         else:
-            _call("conv", n * m, work, (x, self.w, b, out, self.cg, self.mg) + geo)
+            _call("conv", n * m, work, (x, self.w, b, out, self.mg) + geo)
         return out.reshape(shape)
 
 
@@ -1053,13 +1104,14 @@ def split_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
 _NATIVE: list[bool] = []
 
 
-def _install_native() -> None:
-    """Give the hot pool the serving loop that runs conv items itself (_serve), once."""
+def _install_native() -> bool:
+    """Give the hot pool the serving loop that runs conv items itself (_serve), once;
+    False where it cannot (no BLAS gemm, no compiled spin loops)."""
     with _LOAD_LOCK:
-        if _NATIVE:
-            return
-        gemm = blas.gemm(np.float32)
-        _NATIVE.append(gemm is not None and hotpool.install_native(_K["serve"], (gemm,)))
+        if not _NATIVE:
+            gemm = blas.gemm(np.float32)
+            _NATIVE.append(gemm is not None and hotpool.install_native(_K["serve"], (gemm,)))
+    return _NATIVE[0]
 
 
 # -- Conv's epilogue ---------------------------------------------------------------------------
