@@ -180,6 +180,34 @@ def test_transpose_and_concat():
           {"axis": 0})
 
 
+@pytest.mark.parametrize("axis", [1, 2, -1])
+def test_big_concat_copies_over_threads_like_numpy(axis, monkeypatch):
+    """Outputs above _PAR_CONCAT_BYTES are copied by the session's threads, a range of the
+    leading dimensions each: the same array as np.concatenate (a NumPy formula), also
+    with a non-contiguous input, uneven widths and three inputs."""
+    from onnxrt.execute import intra
+    from onnxrt.providers.cpu.tensor import layout
+
+    monkeypatch.setattr(layout, "_PAR_CONCAT_BYTES", 1024)
+    used = []
+    real = intra.parallel_for
+    monkeypatch.setattr(intra, "parallel_for", lambda n, fn: (used.append(n), real(n, fn)))
+    rng = np.random.default_rng(11)
+    middle = {1: (3, 2, 7, 6), 2: (3, 5, 4, 6), -1: (3, 5, 7, 2)}[axis]
+    xs = [rng.standard_normal((3, 5, 7, 6)).astype(np.float32),
+          rng.standard_normal(middle).astype(np.float32),
+          np.asfortranarray(rng.standard_normal((3, 5, 7, 6)).astype(np.float32))]
+    so = onnxrt.SessionOptions()
+    so.intra_op_num_threads = 2
+    m = _model("Concat", xs, {"axis": axis}, 1, 21, set())
+    got = onnxrt.InferenceSession(m.SerializeToString(), so).run(
+        None, {f"in{i}": a for i, a in enumerate(xs)})[0]
+    np.testing.assert_array_equal(got, np.concatenate(xs, axis=axis))
+    assert used == [2]
+    # mixed dtypes are not the split's: np.concatenate's promotion decides
+    assert layout._concat_split([xs[0], xs[0].astype(np.float64)], 1) is None
+
+
 @pytest.mark.parametrize("opset,attrs,split,n", [
     (11, {"axis": 1, "split": [1, 2]}, None, 2),
     (11, {"axis": -1}, None, 5),

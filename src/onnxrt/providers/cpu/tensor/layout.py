@@ -8,6 +8,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from onnxrt.execute import intra
 from onnxrt.providers.cpu import CPU
 
 
@@ -33,13 +34,55 @@ def transpose(x, *, perm=None):
     return x.transpose(perm)
 
 
+# outputs at least this big are copied by the session's threads (each a range of the
+# dimensions before the axis): the copy is bandwidth-bound on one core (squeezenet's
+# 8x128x55x55: 0.86 ms on one thread)
+_PAR_CONCAT_BYTES = 2 << 20
+
+
 @CPU.kernel("Concat", since=4)
 def concat(*xs, axis):
     if not xs:
         raise ValueError("Concat needs at least one input")
     if len(xs) == 1:
         return xs[0]
-    return np.concatenate(xs, axis=_axis(axis, np.ndim(xs[0]), "Concat"))
+    ax = _axis(axis, np.ndim(xs[0]), "Concat")
+    x0 = xs[0]
+    if (ax > 0 and isinstance(x0, np.ndarray) and x0.nbytes * len(xs) >= _PAR_CONCAT_BYTES
+            and intra.threads() > 1):
+        out = _concat_split(xs, ax)
+        if out is not None:
+            return out
+    return np.concatenate(xs, axis=ax)
+
+
+def _concat_split(xs: Sequence[Any], ax: int) -> np.ndarray | None:
+    """np.concatenate(xs, ax) copied in parallel: the leading dimensions (before ``ax``)
+    in one contiguous range per thread; None where the inputs do not fit that (other
+    dtypes or ranks, a leading extent of 1, shapes that do not concatenate)."""
+    x0 = xs[0]
+    lead = x0.shape[:ax]
+    rest = x0.shape[ax + 1:]
+    if (int(np.prod(lead)) < 2 or any(not isinstance(x, np.ndarray) or x.dtype != x0.dtype
+                                      or x.shape[:ax] != lead or x.shape[ax + 1:] != rest
+                                      for x in xs)):
+        return None
+    n = int(np.prod(lead))
+    widths = [int(x.shape[ax]) for x in xs]
+    inner = int(np.prod(rest))
+    out = np.empty(lead + (sum(widths),) + rest, x0.dtype)
+    o3 = out.reshape(n, -1, inner)
+    srcs = [np.ascontiguousarray(x).reshape(n, w, inner) for x, w in zip(xs, widths)]
+    offs = np.cumsum([0] + widths)
+    parts = intra.split(n, intra.threads())
+
+    def copy(k: int) -> None:
+        lo, hi = parts[k]
+        for x3, a, b in zip(srcs, offs[:-1], offs[1:]):
+            np.copyto(o3[lo:hi, a:b], x3[lo:hi])
+
+    intra.parallel_for(len(parts), copy)
+    return out
 
 
 @CPU.kernel("Concat", since=1, until=3)
