@@ -612,9 +612,9 @@ def _mm_items(gemm, a, b, c, tb, one, zero, items, lo, hi):
 # packed into the pool's slot arrays: addresses and shapes of the arrays, then the flags and
 # geometry; the workers rebuild the arrays from the addresses (_ptr, carray) and call the
 # kernel without ever leaving compiled code. Kinds: gemm_conv, taps_conv, blocks of a matrix
-# product, depthwise planes; float32 only (each dtype compiles the kernels into the loop again: 4 s more of
+# product, depthwise planes, stride-1 and strided pooling planes; float32 only (each dtype compiles the kernels into the loop again: 4 s more of
 # first-session compile for float64, which takes the Python items)
-_NK_GEMM, _NK_TAPS, _NK_MM, _NK_DW = 1, 2, 3, 4
+_NK_GEMM, _NK_TAPS, _NK_MM, _NK_DW, _NK_SPOOL, _NK_POOL = 1, 2, 3, 4, 5, 6
 _ptr: Any = None        # the pointer intrinsic and numba.carray, set by _load
 carray: Any = None
 
@@ -681,6 +681,28 @@ def _dw_slots(ji, like, lo, hi):
     _conv_planes(x, w, b, out, g[0], g[1], g[2], g[3], g[4], g[5], g[6], lo, hi)
 
 
+def _pack_pool(ji, x, out, div, geo):
+    """A pool's arguments into the slots: x 0-3, out 4-7, div 8-10, the rest (ints) from
+    11."""
+    _put(ji, 0, x)
+    _put(ji, 4, out)
+    _put(ji, 8, div)
+    for j in range(len(geo)):
+        ji[11 + j] = geo[j]
+
+
+def _pool_slots(ji, like, strided, lo, hi):
+    x = carray(_ptr(ji[0], like), (ji[1], ji[2], ji[3]))
+    out = carray(_ptr(ji[4], like), (ji[5], ji[6], ji[7]))
+    div = carray(_ptr(ji[8], like), (ji[9], ji[10]))
+    g = ji[11:]
+    if strided:
+        _dpool_planes(x, out, div, g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8], lo,
+                      hi)
+    else:
+        _spool_planes(x, out, div, g[0], g[1], g[2], g[3], g[4], g[5], g[6], lo, hi)
+
+
 def _conv_arrays(ji, like):
     """x, y, b, z and items of the packed conv, over the caller's memory, in like's dtype."""
     x = carray(_ptr(ji[0], like), (ji[1], ji[2], ji[3], ji[4]))
@@ -734,6 +756,8 @@ def _serve(ctl, w, done, spins, yield_fn, ji, jf, gemm):
                 _mm_slots(gemm, ji, np.empty(0, np.float32), lo, hi)
             elif k == 4:
                 _dw_slots(ji, np.empty(0, np.float32), lo, hi)
+            elif k == 5 or k == 6:
+                _pool_slots(ji, np.empty(0, np.float32), k == 6, lo, hi)
             yield_fn()
             done = v
             ctl[w, 1] = done
@@ -799,12 +823,14 @@ def _load() -> dict[str, Any] | None:
                   dwcl=_njit(numba, _dwcl_images), pool=_njit(numba, _dpool_planes),
                   spool=_njit(numba, _spool_planes), pack=_njit(numba, _pack),
                   mm=_njit(numba, _mm_items), pack_mm=_njit(numba, _pack_mm),
-                  pack_dw=_njit(numba, _pack_dw))
+                  pack_dw=_njit(numba, _pack_dw), pack_pool=_njit(numba, _pack_pool))
         # the native serving loop's pieces (compiled into it, resolved as globals)
         g.update(_gemm_conv_items=_K["gemm_conv"], _taps_conv_items=_K["taps_conv"],
-                 _mm_items=_K["mm"], _conv_planes=_K["conv"], _ptr=_pointer_intrinsic(numba),
+                 _mm_items=_K["mm"], _conv_planes=_K["conv"], _dpool_planes=_K["pool"],
+                 _spool_planes=_K["spool"], _ptr=_pointer_intrinsic(numba),
                  carray=numba.carray)
-        for f in (_put, _conv_arrays, _gemm_slots, _taps_slots, _mm_slots, _dw_slots):
+        for f in (_put, _conv_arrays, _gemm_slots, _taps_slots, _mm_slots, _dw_slots,
+                  _pool_slots):
             g[f.__name__] = numba.njit(error_model="numpy")(f)
         _K["serve"] = _njit(numba, _serve)
     return _K
@@ -1178,12 +1204,19 @@ class JitPool:
             div = np.ones((1, 1), x.dtype)
         else:
             div = np.ascontiguousarray(div.reshape(o[0], o[1]), dtype=x.dtype)
+        work = out.size * (k[0] + k[1])
         if s[0] == 1 and s[1] == 1:
-            _call("spool", n * c, out.size * (k[0] + k[1]),
-                  (x3, out, div, self.is_max, k[0], k[1], d[0], d[1], b[0], b[1]))
+            key, native = "spool", _NK_SPOOL
+            geo_i = (self.is_max, k[0], k[1], d[0], d[1], b[0], b[1])
         else:
-            _call("pool", n * c, out.size * (k[0] + k[1]),
-                  (x3, out, div, self.is_max, k[0], k[1], s[0], s[1], d[0], d[1], b[0], b[1]))
+            key, native = "pool", _NK_POOL
+            geo_i = (self.is_max, k[0], k[1], s[0], s[1], d[0], d[1], b[0], b[1])
+        args = (x3, out, div) + geo_i
+        if work >= _PAR_MIN_WORK and x3.dtype == np.float32 and _install_native():
+            intra.native_ranges(native, lambda ji, jf: _K["pack_pool"](ji, x3, out, div, geo_i),
+                                _K[key], args, n * c)
+        else:
+            _call(key, n * c, work, args)
         return out.reshape((n, c) + tuple(geo.out))
 
 
