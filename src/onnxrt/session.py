@@ -17,7 +17,7 @@ from onnxrt.execute.executor import RunContext, execute_plan
 from onnxrt.execute.parallel import execute_plan_parallel, parallel_info
 from onnxrt.execute.profiler import Profiler
 from onnxrt.execute.memory import use_arena
-from onnxrt.execute.threads import default_threads, limit_threads
+from onnxrt.execute.threads import default_threads, limit_threads, rescan_libraries
 from onnxrt.execute.feeds import InputSpec, host_output, prepare_feeds
 from onnxrt.framework.registry import _entry_name, default_providers, resolve_providers
 from onnxrt.ir.load import load_model
@@ -140,6 +140,9 @@ class InferenceSession:
         self._threads = max(0, int(so.intra_op_num_threads or 0))
         # onnxruntime's key: idle intra-op workers spin while a run is on (execute/hotpool.py)
         self._spin = cfg.get("session.intra_op.allow_spinning", "1") != "0"
+        # the thread limit reaches every BLAS loaded by now (the kernels just prepared may
+        # have loaded one, other packages another since the last session)
+        rescan_libraries()
         if so.enable_cpu_mem_arena:
             use_arena()
         if so.execution_mode == ExecutionMode.ORT_PARALLEL and plan.steps:

@@ -96,6 +96,45 @@ def test_intra_op_threads_limit_blas_only_while_running():
     assert blas_threads() == before
 
 
+def test_a_blas_loaded_after_the_first_session_is_limited_too():
+    """Libraries loaded after the first session (here scipy's own OpenBLAS) are found when
+    the next session is made: its intra_op_num_threads reaches them while it runs."""
+    import subprocess
+    import sys
+
+    import pytest
+    code = """
+import numpy as np, onnxrt, threadpoolctl
+from onnx import TensorProto, helper
+g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+mb = helper.make_model(g, ir_version=8, opset_imports=[helper.make_opsetid("", 17)])
+so = onnxrt.SessionOptions()
+so.intra_op_num_threads = 1                       # the first limit scans the libraries
+onnxrt.InferenceSession(mb.SerializeToString(), so).run(None, {"x": np.ones(2, np.float32)})
+import scipy.linalg                               # loads scipy's BLAS
+s = onnxrt.InferenceSession(mb.SerializeToString(), so)
+seen = []
+class Spy:
+    def node_event(self, *a, **k):
+        seen.append(sorted((i["filepath"], i["num_threads"])
+                           for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"))
+s._hook = Spy()
+s.run(None, {"x": np.ones(2, np.float32)})
+print(len(seen[0]), all(n == 1 for _, n in seen[0]))
+"""
+    try:
+        import scipy.linalg  # noqa: F401
+    except ImportError:
+        pytest.skip("needs a second BLAS that loads after the first session: scipy's, "
+                    "which is not installed here")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    count, limited = out.stdout.split()
+    assert int(count) >= 2 and limited == "True", out.stdout
+
+
 def test_parallel_for_runs_every_item_once_and_raises_item_errors():
     from onnxrt.execute import intra, threads
 
