@@ -191,6 +191,42 @@ def test_cpu_mem_arena_option_is_process_wide(tmp_path):
     assert out == ["False", str(glibc)]
 
 
+def test_cpu_mem_arena_keeps_even_big_blocks_faulted_in():
+    """With the arena, a 96 MiB block freed and taken again (a big activation, run after
+    run) comes back without page faults; without it every page is faulted in again."""
+    import platform
+    import subprocess
+    import sys
+
+    import pytest
+    if not (platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"):
+        pytest.skip("the arena acts on glibc's malloc only")
+    code = """
+import resource, sys, numpy as np
+from onnxrt.execute import memory
+if sys.argv[1] == "1":
+    memory.use_arena()
+def faults():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+counts = []
+for _ in range(3):
+    f0 = faults()
+    a = np.ones(24 << 20, np.float32)
+    counts.append(faults() - f0)
+    del a
+print(counts[0], counts[2])
+"""
+    for arena in ("1", "0"):
+        out = subprocess.run([sys.executable, "-c", code, arena], capture_output=True,
+                             text=True, check=True).stdout.split()
+        first, third = int(out[0]), int(out[1])
+        assert first > 8, out           # the first touch faults pages in
+        if arena == "1":
+            assert third <= first // 4, out
+        else:
+            assert third >= first // 2, out
+
+
 def test_hot_pool_items_errors_parking_and_allow_spinning(monkeypatch):
     """Splits into as many items as threads go to the spinning workers while a session
     runs: every item once, errors raised after all finish, workers parked after the run;
