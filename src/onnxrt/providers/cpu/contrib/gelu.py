@@ -3,7 +3,6 @@ as one compiled pass where numba is enabled."""
 
 from __future__ import annotations
 
-import math
 import threading
 from typing import Any
 

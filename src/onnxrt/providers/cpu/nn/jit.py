@@ -192,7 +192,7 @@ def _dwcl_image(x, wt, b, out, n, mult, sh, sw, dh, dw, ph, pw):
     (per-plane loops would be a few pixels long): x (N, C, H, W), wt (KH, KW, M), out
     (N, M, OH, OW); every tap is one loop over the M channels. Same products in the same
     order as the NumPy path (its padded taps add zeros, skipped here)."""
-    c_n, hh, ww = x.shape[1], x.shape[2], x.shape[3]
+    hh, ww = x.shape[2], x.shape[3]
     m_n, oh_n, ow_n = out.shape[1], out.shape[2], out.shape[3]
     kh_n, kw_n = wt.shape[0], wt.shape[1]
     xt = np.empty((hh, ww, m_n), dtype=x.dtype)
