@@ -8,6 +8,9 @@ and 8 (sequence 128), a GPT-2-small-like decoder (sequence 128), and a 1,000-nod
 tiny element-wise ops for the per-node overhead.
 
     python benchmarks/run.py [--quick] [--only resnet50,bert_b1] [--json results.json]
+
+The BLAS onnxrt's compiled kernels call (MKL with the [mkl] extra installed, else numpy's
+OpenBLAS; ONNXRT_BLAS=openblas picks the latter) is printed first and stored in the JSON.
 """
 
 from __future__ import annotations
@@ -168,6 +171,10 @@ def main() -> None:
                    help="add a column: onnxrt with the OpenVINO provider")
     args = p.parse_args()
     only = {s.strip() for s in args.only.split(",") if s.strip()}
+    from onnxrt.providers.cpu import blas
+    lib = blas.name(np.float32) or "none"
+    print(f"onnxrt's compiled kernels call {lib} (ONNXRT_BLAS; MKL needs the [mkl] extra), "
+          f"{args.threads} threads")
     rows = []
     head = (f"{'model':<18} {'onnxrt ms':>10} {'ort ms':>9} {'ratio':>6} {'create':>8} "
             f"{'ort create':>10} {'peak MB':>8} {'max|diff|':>10}"
@@ -211,7 +218,7 @@ def main() -> None:
     with open(args.json, "w") as f:
         json.dump({"rows": rows, "geomean_ratio": geo, "geomean_create_ratio": cgeo,
                    "geomean_openvino_ratio": ov_geo,
-                   "threads": args.threads, "quick": args.quick}, f, indent=2)
+                   "threads": args.threads, "quick": args.quick, "blas": lib}, f, indent=2)
     print(f"written: {args.json}")
 
 
