@@ -133,7 +133,8 @@ w = numpy_helper.from_array((rng.standard_normal((16, 8, 3, 3)) * 0.3).astype(np
 g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], "g",
                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8, 20, 20])],
                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
-mb = helper.make_model(g, ir_version=8, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+mb = helper.make_model(g, ir_version=8, opset_imports=[helper.make_opsetid("", 17)])
+mb = mb.SerializeToString()
 x = rng.standard_normal((2, 8, 20, 20)).astype(np.float32)
 y = onnxrt.InferenceSession(mb).run(None, {"x": x})[0]
 r = onnxruntime.InferenceSession(mb, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]

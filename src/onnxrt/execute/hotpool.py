@@ -12,8 +12,8 @@ Spinning burns a core, so it is bounded: a worker parks (blocks on a condition) 
 ``_SPINS`` idle polls (about 3 ms: long enough to outlast the unsplit nodes between two
 splits, where waking a parked worker again costs ~50-100 us) and when the session run
 that woke it ends (``park``), so an idle process and the other engine of a side-by-side
-benchmark are left alone. ``session.intra_op.allow_spinning = 0`` (onnxruntime's key) turns it off for a
-session: its splits take the blocking pool.
+benchmark are left alone. ``session.intra_op.allow_spinning = 0`` (onnxruntime's key)
+turns it off for a session: its splits take the blocking pool.
 
 Each poll calls sched_yield through libc (a ctypes function pointer passed in, as numba
 caches functions that take one): the call keeps the compiler from hoisting the load out of

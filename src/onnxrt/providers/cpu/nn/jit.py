@@ -34,9 +34,9 @@ from typing import Any, Callable
 import numpy as np
 
 from onnxrt.execute import hotpool, intra
-from onnxrt.providers.cpu import blas
 from onnxrt.execute.threads import single_blas
 from onnxrt.ir.dtypes import np_dtype
+from onnxrt.providers.cpu import blas
 
 __all__ = ["available", "enabled", "set_enabled", "input_dtype", "conv_kernel", "pool_kernel",
            "epilogue_kernel", "gemm_conv_kernel", "EPI_KINDS"]
@@ -77,9 +77,10 @@ def set_enabled(on: bool) -> None:
 # One plane at a time, the NumPy depthwise path's algorithm without its temporaries: the
 # padded plane is split into its stride phases, flattened, so that every kernel tap is one
 # long contiguous multiply-add (or max) loop over all output rows at once; the few columns
-# computed past each row's end are dropped when the plane is written out. Loops index slices
-# from 0 with range variables: numba then drops its negative-index check and LLVM
-# vectorizes them.
+# computed past each row's end are dropped when the plane is written out. Loops index flat
+# arrays with unsigned offsets (or slices from 0 with range variables): numba then drops
+# its negative-index check and LLVM vectorizes them; views and integer divisions inside
+# row loops cost more than the short rows they serve.
 
 def _fill(xf, base, hh, ww, buf, sh, sw, ph, pw, qh_n, qw_n, val):
     """buf (flat, sh*sw planes of QH x QW) <- the stride phases of the plane at ``base`` of
@@ -529,8 +530,9 @@ def _taps_conv_items(gemm, x, wt, y, b, has_b, z, has_z, kind, alpha, beta, one,
                      kh_n, kw_n, dh, dw, ph, pw, ow_n, items, lo, hi):
     """Items lo..hi-1 (image, first row, end row, first channel, end channel) of a
     stride-1 dense conv without im2col: the band's input rows padded once into a (C, rows,
-    wp) buffer, then one BLAS product per kernel tap, wt[tap] (M, C) times the buffer shifted by the tap (a strided
-    view: no copy), accumulated (beta 1) into a (M, rows * wp) block whose rows carry
+    wp) buffer, then one BLAS product per kernel tap, wt[tap] (M, C) times the buffer
+    shifted by the tap (a strided view: no copy), accumulated (beta 1) into a
+    (M, rows * wp) block whose rows carry
     (KW-1)*dw columns of junk, dropped when the block is copied out with the epilogue.
     Saves im2col's copy: measured 1.3x on 128->32 3x3 convs, 1.15x on 64->64 (GemmConv
     takes it from _TAPS_MIN_C input channels and up to _TAPS_MAX_M output channels)."""
@@ -612,8 +614,9 @@ def _mm_items(gemm, a, b, c, tb, one, zero, items, lo, hi):
 # packed into the pool's slot arrays: addresses and shapes of the arrays, then the flags and
 # geometry; the workers rebuild the arrays from the addresses (_ptr, carray) and call the
 # kernel without ever leaving compiled code. Kinds: gemm_conv, taps_conv, blocks of a matrix
-# product, depthwise planes, stride-1 and strided pooling planes; float32 only (each dtype compiles the kernels into the loop again: 4 s more of
-# first-session compile for float64, which takes the Python items)
+# product, depthwise planes, stride-1 and strided pooling planes; float32 only (each dtype
+# compiles the kernels into the loop again: 4 s more of first-session compile for float64,
+# which takes the Python items)
 _NK_GEMM, _NK_TAPS, _NK_MM, _NK_DW, _NK_SPOOL, _NK_POOL = 1, 2, 3, 4, 5, 6
 _ptr: Any = None        # the pointer intrinsic and numba.carray, set by _load
 carray: Any = None

@@ -32,7 +32,7 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     split over the session's threads by nn/jit.py where the BLAS is sequential (MKL).
     Spinning intra-op workers park before a product on BLAS's own threads."""
     if b.ndim == 2 and a.ndim >= 2:
-        a2 = np.ascontiguousarray(a).reshape(-1, a.shape[-1])
+        a2 = a.reshape(-1, a.shape[-1]) if a.ndim > 2 else a
         y = jit.split_matmul(a2, b)
         if y is not None:
             return y.reshape(a.shape[:-1] + (b.shape[-1],))
