@@ -1,7 +1,7 @@
 """The BLAS the compiled kernels call (providers/cpu/blas.py: MKL when the optional package
 is installed, else numpy's OpenBLAS) and the float32 matrix product split over the
-session's threads on top of it (nn/jit.py split_matmul), against NumPy in float64 and
-onnxruntime."""
+session's threads on top of it (nn/jit.py split_matmul, MatMul and Gemm), against NumPy in
+float64 and onnxruntime."""
 
 from __future__ import annotations
 
@@ -65,10 +65,10 @@ def test_choice_follows_onnxrt_blas():
     (128, 96, 512, False),      # blocks of columns
     (128, 96, 512, True),       # b given as a transposed view: read in place
     (300, 64, 40, False),       # too few columns: blocks of rows
-    (1, 768, 3000, True),
+    (1, 768, 3000, True),       # one row: numpy's gemv on column blocks
+    (3, 512, 1000, False),
 ])
 def test_split_matmul_matches_numpy(m, k, n, transposed, monkeypatch):
-    monkeypatch.setattr(blas, "own_threads", lambda dt=None: False)   # as with MKL
     monkeypatch.setattr(jit, "_MM_SPLIT_MIN", 0)
     rng = np.random.default_rng(1)
     a = rng.standard_normal((m, k)).astype(np.float32)
@@ -81,17 +81,14 @@ def test_split_matmul_matches_numpy(m, k, n, transposed, monkeypatch):
 
 
 @needs_numba
-def test_split_matmul_declines_what_it_does_not_do(monkeypatch):
-    monkeypatch.setattr(blas, "own_threads", lambda dt=None: False)
-    a = np.ones((64, 64), np.float32)
+def test_split_matmul_declines_what_it_does_not_do():
+    a = np.ones((256, 256), np.float32)
     with limit_threads(2):
         assert jit.split_matmul(a.astype(np.float64), a.astype(np.float64)) is None
-        assert jit.split_matmul(a[:2, :2], a[:2, :2]) is None               # too small
+        assert jit.split_matmul(a[:8, :8], a[:8, :8]) is None               # too small
+        assert jit.split_matmul(a, a) is not None
     with limit_threads(1):
         assert jit.split_matmul(a, a) is None                               # one thread
-    monkeypatch.setattr(blas, "own_threads", lambda dt=None: True)
-    with limit_threads(2):
-        assert jit.split_matmul(a, a) is None       # BLAS's own threads do it
 
 
 def _matmul_model(k: int, n: int) -> bytes:
@@ -106,7 +103,6 @@ def _matmul_model(k: int, n: int) -> bytes:
 
 @needs_numba
 def test_matmul_node_takes_the_split_and_matches_onnxruntime(monkeypatch):
-    monkeypatch.setattr(blas, "own_threads", lambda dt=None: False)
     calls = []
     real = jit.split_matmul
     monkeypatch.setattr(jit, "split_matmul", lambda a, b: calls.append(a.shape) or real(a, b))
@@ -146,3 +142,31 @@ print(blas.name())
                          text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split()[-1] == "openblas"
+
+
+@needs_numba
+@pytest.mark.parametrize("rows", [1, 64])
+def test_gemm_node_with_transposed_weight_through_the_split(rows, monkeypatch):
+    """Gemm (transB=1, a bias, alpha and beta) takes the split product too: a fully
+    connected layer's weight is read transposed in place."""
+    monkeypatch.setattr(jit, "_MM_SPLIT_MIN", 0)
+    rng = np.random.default_rng(5)
+    w = numpy_helper.from_array(rng.standard_normal((384, 256)).astype(np.float32), "w")
+    c = numpy_helper.from_array(rng.standard_normal(384).astype(np.float32), "c")
+    node = helper.make_node("Gemm", ["x", "w", "c"], ["y"], transB=1, alpha=0.5, beta=2.0)
+    g = helper.make_graph([node], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, 256])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w, c])
+    mb = helper.make_model(g, ir_version=8,
+                           opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+    calls = []
+    real = jit.split_matmul
+    monkeypatch.setattr(jit, "split_matmul", lambda a, b: calls.append(a.shape) or real(a, b))
+    x = rng.standard_normal((rows, 256)).astype(np.float32)
+    so = onnxrt.SessionOptions()
+    so.intra_op_num_threads = 2
+    y = onnxrt.InferenceSession(mb, so).run(None, {"x": x})[0]
+    ref = onnxruntime.InferenceSession(mb, providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})[0]
+    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
+    assert calls == [(rows, 256)]

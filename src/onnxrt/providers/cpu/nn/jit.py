@@ -1101,25 +1101,37 @@ def gemm_conv_kernel(w: np.ndarray, group: int) -> GemmConv | None:
     return GemmConv(np.asarray(w), gemm, group)
 
 
-# a float32 product of at least this many flops is split over the session's threads when
-# the BLAS has no threads of its own (MKL loaded sequential): in blocks of columns of b, so
-# that each thread reads only its part of the weights
+# a float32 product of at least this many flops is split over the session's threads (BLAS
+# single-threaded inside), in blocks of columns of b, so that each thread reads only its
+# part of the weights: the same speed as OpenBLAS's own threads (BERT-base b1 146 vs 150
+# ms), which after each product spin ~0.1 s by default (unless OPENBLAS_THREAD_TIMEOUT was
+# set before numpy loaded) and took the cores from the next kernels: resnet50 b1 136 ms
+# instead of 45 in a program that imports numpy before onnxrt
 _MM_SPLIT_MIN = 4_000_000
+_MM_GEMV_M = 4      # fewer rows of a: matrix-vector products
 
 
 def split_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
-    """a @ b for 2-D float32 operands, through the sequential BLAS split over the session's
-    threads (columns of b, aligned to 64, else rows of a), or None where that does not
-    apply: another dtype or a BLAS with threads of its own, a small product, one thread,
-    numba missing. A b stored transposed (a tied embedding's .T) is read as it is."""
+    """a @ b for 2-D float32 operands, through the BLAS single-threaded and split over the
+    session's threads (columns of b, aligned to 64, else rows of a), or None where that does
+    not apply: another dtype, a small product, one thread, numba missing. A b stored
+    transposed (a tied embedding's .T, Gemm's transB) is read as it is."""
     if (a.dtype != np.float32 or b.dtype != np.float32 or a.ndim != 2 or b.ndim != 2
-            or blas.own_threads(np.float32) or not _ready(a.dtype)):
+            or not _ready(a.dtype)):
         return None
     m, k = a.shape
     n = b.shape[1]
     t = intra.threads()
     if t < 2 or 2 * m * n * k < _MM_SPLIT_MIN or b.shape[0] != k:
         return None
+    if m < _MM_GEMV_M:
+        # a matrix-vector product: numpy's on one thread, which BLAS's own threads would
+        # only speed up by spinning after it (BLAS's gemm on one row is 3x slower than its
+        # gemv: vgg19's 25088x4096 layer 75 ms against 27; and column blocks of several
+        # rows are not summed as the whole product is: the light zoo models' tied logits
+        # split apart)
+        with single_blas():
+            return np.matmul(a, b)
     gemm = blas.gemm(np.float32)
     if gemm is None:
         return None

@@ -29,8 +29,10 @@ def _blasable(x: np.ndarray) -> np.ndarray:
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """np.matmul, fast where numpy's own broadcasting is not: a stack times a matrix is one
     GEMM over the flattened stack (2-3x faster at batch 8 than numpy's per-item loop),
-    split over the session's threads by nn/jit.py where the BLAS is sequential (MKL).
-    Spinning intra-op workers park before a product on BLAS's own threads."""
+    float32 products split over the session's threads by nn/jit.py (BLAS single-threaded
+    inside: its own idle threads spin for ~0.1 s after each product unless
+    OPENBLAS_THREAD_TIMEOUT is set before numpy loads, and took the cores from the next
+    kernels). Spinning intra-op workers park before a product on BLAS's own threads."""
     if b.ndim == 2 and a.ndim >= 2:
         a2 = a.reshape(-1, a.shape[-1]) if a.ndim > 2 else a
         y = jit.split_matmul(a2, b)
@@ -111,7 +113,7 @@ class Gemm:
             bb = self.b_packed
         else:
             bb = (b.T if self.trans_b else b).astype(cdt, copy=False)
-        y = np.matmul(a, bb)
+        y = matmul(a, bb)
         if self.alpha != 1.0:
             if dt.kind in "iu":
                 y = (y * self.alpha).astype(cdt)
