@@ -1125,13 +1125,23 @@ def split_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     if t < 2 or 2 * m * n * k < _MM_SPLIT_MIN or b.shape[0] != k:
         return None
     if m < _MM_GEMV_M:
-        # a matrix-vector product: numpy's on one thread, which BLAS's own threads would
-        # only speed up by spinning after it (BLAS's gemm on one row is 3x slower than its
-        # gemv: vgg19's 25088x4096 layer 75 ms against 27; and column blocks of several
-        # rows are not summed as the whole product is: the light zoo models' tied logits
-        # split apart)
-        with single_blas():
-            return np.matmul(a, b)
+        # matrix-vector products: numpy's (BLAS's gemm on one row is 3x slower than its
+        # gemv: vgg19's 25088x4096 layer 75 ms against 27), one row in column blocks over
+        # the threads (a block's dot products are the whole product's), two or three rows
+        # on one thread (column blocks of those were not summed as the whole product is:
+        # the light zoo models' tied logits split apart)
+        if m > 1:
+            with single_blas():
+                return np.matmul(a, b)
+        c = np.empty((1, n), np.float32)
+        cols = intra.split(n, t, 64)
+
+        def part(j: int) -> None:
+            n0, n1 = cols[j]
+            np.matmul(a, b[:, n0:n1], out=c[:, n0:n1])
+
+        intra.parallel_for(len(cols), part)
+        return c
     gemm = blas.gemm(np.float32)
     if gemm is None:
         return None
