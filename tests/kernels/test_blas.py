@@ -101,18 +101,25 @@ def _matmul_model(k: int, n: int) -> bytes:
                              opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
 
 
-@needs_numba
-def test_matmul_node_takes_the_split_and_matches_onnxruntime(monkeypatch):
+def _split_calls_and_outputs(monkeypatch, mb: bytes, x: np.ndarray) -> tuple:
+    """The shapes of a passed to split_matmul during a 2-thread run of the one-input model
+    mb, its output and onnxruntime's."""
     calls = []
     real = jit.split_matmul
     monkeypatch.setattr(jit, "split_matmul", lambda a, b: calls.append(a.shape) or real(a, b))
-    mb = _matmul_model(256, 384)
-    x = np.random.default_rng(3).standard_normal((2, 64, 256)).astype(np.float32)
     so = onnxrt.SessionOptions()
     so.intra_op_num_threads = 2
     y = onnxrt.InferenceSession(mb, so).run(None, {"x": x})[0]
     ref = onnxruntime.InferenceSession(mb, providers=["CPUExecutionProvider"]).run(
         None, {"x": x})[0]
+    return calls, y, ref
+
+
+@needs_numba
+def test_matmul_node_takes_the_split_and_matches_onnxruntime(monkeypatch):
+    mb = _matmul_model(256, 384)
+    x = np.random.default_rng(3).standard_normal((2, 64, 256)).astype(np.float32)
+    calls, y, ref = _split_calls_and_outputs(monkeypatch, mb, x)
     np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
     assert calls == [(128, 256)]        # the stack flattened into one product
 
@@ -159,14 +166,7 @@ def test_gemm_node_with_transposed_weight_through_the_split(rows, monkeypatch):
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w, c])
     mb = helper.make_model(g, ir_version=8,
                            opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
-    calls = []
-    real = jit.split_matmul
-    monkeypatch.setattr(jit, "split_matmul", lambda a, b: calls.append(a.shape) or real(a, b))
     x = rng.standard_normal((rows, 256)).astype(np.float32)
-    so = onnxrt.SessionOptions()
-    so.intra_op_num_threads = 2
-    y = onnxrt.InferenceSession(mb, so).run(None, {"x": x})[0]
-    ref = onnxruntime.InferenceSession(mb, providers=["CPUExecutionProvider"]).run(
-        None, {"x": x})[0]
+    calls, y, ref = _split_calls_and_outputs(monkeypatch, mb, x)
     np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
     assert calls == [(rows, 256)]
