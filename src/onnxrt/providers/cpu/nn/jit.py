@@ -311,16 +311,7 @@ def _dpool_planes(x, out, div, is_max, kh_n, kw_n, sh, sw, dh, dw, ph, pw, lo, h
                     for i in range(uspan):
                         hrow[i] = tmp[i] + tmp[u1 + i] + tmp[u2 + i]
             else:
-                for i in range(uspan):
-                    hrow[i] = tmp[i]
-                for k in range(1, kw_n):
-                    uk = np.uint64(k * dw)
-                    if is_max:
-                        for i in range(uspan):
-                            hrow[i] = _mx(hrow[i], tmp[uk + i])
-                    else:
-                        for i in range(uspan):
-                            hrow[i] += tmp[uk + i]
+                _shift_reduce(hrow, tmp, span, kw_n, dw, is_max)
             o0 = np.uint64(ob + oh * ow_n)
             if is_max:
                 for i in range(np.uint64(ow_n)):
@@ -329,6 +320,21 @@ def _dpool_planes(x, out, div, is_max, kh_n, kw_n, sh, sw, dh, dw, ph, pw, lo, h
                 d0 = np.uint64(oh * ow_n)
                 for i in range(np.uint64(ow_n)):
                     of[o0 + i] = hrow[i * usw] / df[d0 + i]
+
+
+def _shift_reduce(dst, src, n, taps, step, is_max):
+    """dst[i] = max (is_max) or sum of src[i + k * step] over k < taps, for i < n: one
+    pass along a pool window's axis over flat buffers."""
+    for i in range(n):
+        dst[i] = src[i]
+    for k in range(1, taps):
+        off = np.uint64(k * step)
+        if is_max:
+            for i in range(np.uint64(n)):
+                dst[i] = _mx(dst[i], src[off + i])
+        else:
+            for i in range(np.uint64(n)):
+                dst[i] += src[off + i]
 
 
 def _spool_planes(x, out, div, is_max, kh_n, kw_n, dh, dw, ph, pw, lo, hi):
@@ -375,27 +381,9 @@ def _spool_block(x, out, div, is_max, kh_n, kw_n, dh, dw, ph, pw, lo, hi, buf, v
             for j in range(np.uint64(w1)):
                 buf[d0 + j] = xf[s0 + j]
     lv = total - (kh_n - 1) * dh * wp
-    for i in range(lv):
-        v[i] = buf[i]
-    for k in range(1, kh_n):
-        off = np.uint64(k * dh * wp)
-        if is_max:
-            for i in range(np.uint64(lv)):
-                v[i] = _mx(v[i], buf[off + i])
-        else:
-            for i in range(np.uint64(lv)):
-                v[i] += buf[off + i]
+    _shift_reduce(v, buf, lv, kh_n, dh * wp, is_max)
     lh = lv - (kw_n - 1) * dw
-    for i in range(lh):
-        h[i] = v[i]
-    for k in range(1, kw_n):
-        off = np.uint64(k * dw)
-        if is_max:
-            for i in range(np.uint64(lh)):
-                h[i] = _mx(h[i], v[off + i])
-        else:
-            for i in range(np.uint64(lh)):
-                h[i] += v[off + i]
+    _shift_reduce(h, v, lh, kw_n, dw, is_max)
     for q in range(n):
         for oh in range(oh_n):
             b0 = np.uint64(q * plane + oh * wp)
@@ -820,6 +808,7 @@ def _load() -> dict[str, Any] | None:
         for f in (_fill, _dwcl_image, _im2col_band, _spool_block):
             g[f.__name__] = numba.njit(error_model="numpy")(f)
         g["_mx"] = numba.njit(inline="always")(_mx)     # else its loops do not vectorize
+        g["_shift_reduce"] = numba.njit(inline="always", error_model="numpy")(_shift_reduce)
         g["_epi_image"] = epi = _njit(numba, _epi_image)
         _K.update(epi=epi, gemm_conv=_njit(numba, _gemm_conv_items),
                   taps_conv=_njit(numba, _taps_conv_items), conv=_njit(numba, _conv_planes),
