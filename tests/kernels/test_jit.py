@@ -33,9 +33,9 @@ def calls(monkeypatch):
     seen: list[str] = []
     real = jit._call
 
-    def spy(key, total, work, args):
+    def spy(key, total, spread, args, native=None):
         seen.append(key)
-        return real(key, total, work, args)
+        return real(key, total, spread, args, native)
 
     monkeypatch.setattr(jit, "_call", spy)
     return seen
@@ -327,3 +327,41 @@ def test_no_writable_cache_compiles_without_it():
 
     assert jit._njit(FakeNumba(), len, fastmath=False) == (
         "compiled", len, {"nogil": True, "fastmath": False, "error_model": "numpy"})
+
+
+def test_a_run_compiles_nothing():
+    """Every compiled kernel a run can take, the native serving loop's packing included, is
+    compiled (or loaded from the cache) when the session is made: a dense and a depthwise
+    conv, both pools and a weight product split over two threads add no signature."""
+    rng = np.random.default_rng(12)
+    inits = [numpy_helper.from_array(rng.standard_normal(s).astype(np.float32), n)
+             for n, s in (("w", (16, 16, 3, 3)), ("dw", (16, 1, 3, 3)), ("m", (16 * 100, 64)))]
+    nodes = [helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[3, 3], strides=[2, 2]),
+             helper.make_node("Conv", ["p", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["c", "dw"], ["d"], pads=[1, 1, 1, 1], group=16),
+             helper.make_node("AveragePool", ["d"], ["q"], kernel_shape=[3, 3],
+                              pads=[1, 1, 1, 1]),
+             helper.make_node("Flatten", ["q"], ["f"]),
+             helper.make_node("MatMul", ["f", "m"], ["y"])]
+    g = helper.make_graph(nodes, "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 16, 21, 21])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    mb = helper.make_model(g, ir_version=8,
+                           opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    jit.set_enabled(True)
+    so = onnxrt.SessionOptions()
+    so.intra_op_num_threads = 2
+    s = onnxrt.InferenceSession(mb, so)
+
+    def signatures():
+        return {k: len(d.signatures) for k, d in jit._K.items() if hasattr(d, "signatures")}
+
+    before = signatures()
+    x = rng.standard_normal((8, 16, 21, 21)).astype(np.float32)
+    with pytest.MonkeyPatch.context() as mp:     # every kernel big enough to be split
+        mp.setattr(jit, "_PAR_MIN_WORK", 0)
+        mp.setattr(jit, "_GEMM_PAR_MIN", 0)
+        mp.setattr(jit, "_MM_SPLIT_MIN", 0)
+        y = s.run(None, {"x": x})[0]
+    np.testing.assert_allclose(y, _ort(mb, x), rtol=1e-4, atol=1e-3)
+    assert signatures() == before

@@ -828,11 +828,16 @@ def _load() -> dict[str, Any] | None:
     return _K
 
 
-def _call(key: str, total: int, work: int, args: tuple) -> None:
+def _call(key: str, total: int, spread: bool, args: tuple,
+          native: tuple[int, Callable] | None = None) -> None:
     """Run kernel ``key`` over items 0..total-1 (its last two arguments): in one call, or
-    in one contiguous range per thread of the session (execute/intra.py) when the work is
-    big enough to pay for waking them."""
-    intra.for_ranges(_K[key], args, total, work >= _PAR_MIN_WORK)
+    when ``spread`` in one contiguous range per thread of the session (execute/intra.py):
+    as native items (``native`` = (kind, pack), float32 kernels) where the hot pool's
+    serving loop runs them, else as Python items."""
+    if spread and native is not None and _install_native():
+        intra.native_ranges(native[0], native[1], _K[key], args, total)
+    else:
+        intra.for_ranges(_K[key], args, total, spread)
 
 
 def _ready(dtype: np.dtype) -> bool:
@@ -871,11 +876,18 @@ class JitConv:
         # compile (or load from the cache) every kernel a run may take, now
         m, dt = self.w.shape[0], self.w.dtype
         x = np.zeros((1, self.cg * (m // self.mg), 3, 3), dt)
-        _K["conv"](x, np.zeros((m, self.cg, 1, 1), dt), self.zero, np.empty((1, m, 1, 1), dt),
-                   self.mg, 1, 1, 1, 1, 0, 0, 0, 1)
+        # the weights themselves (a read-only array is a type of its own), over a 3x3 image
+        # padded to the kernel's size
+        kh, kw = self.w.shape[2], self.w.shape[3]
+        _K["conv"](x, self.w, self.zero, np.empty((1, m, 1, 1), dt), self.mg, 1, 1, 1, 1,
+                   max(0, kh - 3), max(0, kw - 3), 0, 1)
         if self.wt is not None:
-            _K["dwcl"](x, np.zeros((1, 1, m), dt), self.zero, np.empty((1, m, 1, 1), dt),
-                       self.mg, 1, 1, 1, 1, 0, 0, 0, 1)
+            _K["dwcl"](x, self.wt, self.zero, np.empty((1, m, 1, 1), dt), self.mg, 1, 1, 1, 1,
+                       max(0, kh - 3), max(0, kw - 3), 0, 1)
+        if dt == np.float32 and _install_native():
+            # its serving loop runs the planes: that and the packing compiled now too
+            _K["pack_dw"](_slots()[0], x, self.w, self.zero, np.empty((1, m, 1, 1), dt),
+                          (self.mg, 1, 1, 1, 1, 0, 0))
 
     def __call__(self, x: np.ndarray, bias: np.ndarray | None, strides: list[int],
                  dil: list[int], begin: list[int], out_sp: list[int]) -> np.ndarray | None:
@@ -897,14 +909,14 @@ class JitConv:
         b = self.zero if bias is None else np.ascontiguousarray(bias, dtype=x.dtype)
         work = out.size * self.w[0].size
         geo = (strides[0], strides[1], dil[0], dil[1], begin[0], begin[1])
+        spread = work >= _PAR_MIN_WORK
         if narrow:
-            _call("dwcl", n, work, (x, self.wt, b, out, self.mg) + geo)
-        elif work >= _PAR_MIN_WORK and x.dtype == np.float32 and _install_native():
-            args = (x, self.w, b, out, self.mg) + geo
-            intra.native_ranges(_NK_DW, lambda ji, jf: _K["pack_dw"](ji, *args[:4], args[4:]),
-                                _K["conv"], args, n * m)
+            _call("dwcl", n, spread, (x, self.wt, b, out, self.mg) + geo)
         else:
-            _call("conv", n * m, work, (x, self.w, b, out, self.mg) + geo)
+            args = (x, self.w, b, out, self.mg) + geo
+            _call("conv", n * m, spread, args,
+                  (_NK_DW, lambda ji, jf: _K["pack_dw"](ji, *args[:4], args[4:]))
+                  if x.dtype == np.float32 else None)
         return out.reshape(shape)
 
 
@@ -962,10 +974,10 @@ class GemmConv:
         y = np.empty((1, self.m, 1), dt)
         x = np.zeros((1, self.w.shape[1], 1, 1), dt)
         items = np.array([[0, 0, 1, 0, self.m]], np.int64)
-        for direct in (True, False):
-            _K["gemm_conv"](gemm, x, np.zeros((self.m, self.w.shape[1]), dt), y, self.nob,
-                            False, self.noz, False, 0, self.zero, self.zero, self.one,
-                            self.zero, 1, 1, 1, 1, 1, 1, 0, 0, 1, self.m, items, direct, 0, 1)
+        for direct in (True, False):      # the weight itself: a read-only one is a type
+            _K["gemm_conv"](gemm, x, self.w, y, self.nob, False, self.noz, False, 0,
+                            self.zero, self.zero, self.one, self.zero, 1, 1, 1, 1, 1, 1, 0,
+                            0, 1, self.m, items, direct, 0, 1)
         # the tap-by-tap form (_taps_conv_items): weights as (KH*KW, M, C)
         kh, kw = self.kernel
         c = self.w.shape[1] // (kh * kw)
@@ -977,6 +989,13 @@ class GemmConv:
             _K["taps_conv"](gemm, np.zeros((1, c, 1, 1), dt), self.wt, y, self.nob, False,
                             self.noz, False, 0, self.zero, self.zero, self.one, self.zero, kh,
                             kw, 1, 1, kh // 2, kw // 2, 1, items, 0, 1)
+        if dt == np.float32 and _install_native():
+            # splits run in the hot pool's serving loop: the packing of either form too
+            ji, jf = _slots()
+            for wk, n_geo in ((self.w, 11), (self.wt, 7)):
+                if wk is not None:
+                    _K["pack"](ji, jf, x, wk, y, self.nob, False, self.noz, False, 0,
+                               self.zero, self.zero, items, (0,) * n_geo)
 
     def _plan(self, n: int, out: tuple[int, int], direct: bool, t: int) -> tuple:
         """Items (image, row0, row1, m0, m1) and how they are spread over threads."""
@@ -1048,13 +1067,13 @@ class GemmConv:
         dt = self.w.dtype
         b = self.nob if bias is None else np.ascontiguousarray(bias, dtype=dt)
         zz = self.noz if z is None else np.ascontiguousarray(z, dtype=dt).reshape(y.shape)
-        fn, wk, native = _K["gemm_conv"], self.w, _NK_GEMM
+        key, wk, native = "gemm_conv", self.w, _NK_GEMM
         geo: tuple = (kh, kw, strides[0], strides[1], dil[0], dil[1], begin[0], begin[1], ow,
                       self.mg)
         if (self.wt is not None and strides == [1, 1] and not direct
                 and x.shape[3] + begin[1] <= ow + (kw - 1) * dil[1]):
             # stride 1, the padded row holds the whole input row: no im2col
-            fn, wk, native = _K["taps_conv"], self.wt, _NK_TAPS
+            key, wk, native = "taps_conv", self.wt, _NK_TAPS
             geo = (kh, kw, dil[0], dil[1], begin[0], begin[1], ow)
         head = (x, wk, y, b, bias is not None, zz, z is not None, kind, dt.type(alpha),
                 dt.type(beta))
@@ -1064,15 +1083,14 @@ class GemmConv:
             geo += (int(direct),)
         if mode == "blas":
             hotpool.park()          # BLAS's threads get the cores, not spinning workers
-            fn(*args, 0, len(items))
+            _K[key](*args, 0, len(items))
         elif mode == "one":
             with single_blas():
-                fn(*args, 0, len(items))
-        elif dt == np.float32:
-            intra.native_ranges(native, lambda ji, jf: _K["pack"](ji, jf, *head, items, geo),
-                                fn, args, len(items))
+                _K[key](*args, 0, len(items))
         else:
-            intra.for_ranges(fn, args, len(items))
+            _call(key, len(items), True, args,
+                  (native, lambda ji, jf: _K["pack"](ji, jf, *head, items, geo))
+                  if dt == np.float32 else None)
         return y
 
 
@@ -1134,7 +1152,6 @@ def split_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     gemm = blas.gemm(np.float32)
     if gemm is None:
         return None
-    _install_native()
     a = np.ascontiguousarray(a)
     tb = not b.flags.c_contiguous and b.T.flags.c_contiguous
     b = b.T if tb else np.ascontiguousarray(b)
@@ -1146,21 +1163,38 @@ def split_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
         parts = intra.split(m, t, 8)
         items = np.array([(m0, m1, 0, n) for m0, m1 in parts], np.int64)
     one, zero = np.float32(1), np.float32(0)
-    intra.native_ranges(_NK_MM, lambda ji, jf: _K["pack_mm"](ji, a, b, c, tb, items),
-                        _K["mm"], (gemm, a, b, c, tb, one, zero, items), len(items))
+    _call("mm", len(items), True, (gemm, a, b, c, tb, one, zero, items),
+          (_NK_MM, lambda ji, jf: _K["pack_mm"](ji, a, b, c, tb, items)))
     return c
 
 
 _NATIVE: list[bool] = []
 
 
+def _slots() -> tuple[np.ndarray, np.ndarray]:
+    """Scratch slot arrays shaped like the hot pool's, to compile a pack function now."""
+    return np.zeros(hotpool._INT_SLOTS, np.int64), np.zeros(hotpool._FLOAT_SLOTS, np.float64)
+
+
 def _install_native() -> bool:
     """Give the hot pool the serving loop that runs conv items itself (_serve), once;
     False where it cannot (no BLAS gemm, no compiled spin loops)."""
+    if _NATIVE:
+        return _NATIVE[0]
     with _LOAD_LOCK:
         if not _NATIVE:
             gemm = blas.gemm(np.float32)
-            _NATIVE.append(gemm is not None and hotpool.install_native(_K["serve"], (gemm,)))
+            ok = gemm is not None and hotpool.install_native(_K["serve"], (gemm,))
+            if ok:      # split_matmul's calls, compiled now rather than in a run, for a
+                # weight b (read-only) and for a computed one
+                a = np.zeros((1, 1), np.float32)
+                ro = a.copy()
+                ro.flags.writeable = False
+                items = np.zeros((0, 4), np.int64)
+                for b in (ro, a):
+                    _K["pack_mm"](_slots()[0], a, b, a, False, items)
+                    _K["mm"](gemm, a, b, a, False, np.float32(1), np.float32(0), items, 0, 0)
+            _NATIVE.append(ok)
     return _NATIVE[0]
 
 
@@ -1197,12 +1231,16 @@ class JitPool:
         self.strided = strided
         self.min_work = min_work     # smaller calls: None, the NumPy path is faster
         # compile (or load from the cache) now
+        x, out, div = np.zeros((1, 2, 2), dt), np.empty((1, 1, 1), dt), np.ones((1, 1), dt)
         if strided:
-            _K["pool"](np.zeros((1, 2, 2), dt), np.empty((1, 1, 1), dt), np.ones((1, 1), dt),
-                       self.is_max, 1, 1, 1, 1, 1, 1, 0, 0, 0, 1)
+            geo: tuple = (self.is_max, 1, 1, 1, 1, 1, 1, 0, 0)
+            _K["pool"](x, out, div, *geo, 0, 1)
         else:
-            _K["spool"](np.zeros((1, 2, 2), dt), np.empty((1, 1, 1), dt), np.ones((1, 1), dt),
-                        self.is_max, 1, 1, 1, 1, 0, 0, 0, 1)
+            geo = (self.is_max, 1, 1, 1, 1, 0, 0)
+            _K["spool"](x, out, div, *geo, 0, 1)
+        if dt == np.float32 and _install_native():
+            # its serving loop runs the planes: that and the packing compiled now too
+            _K["pack_pool"](_slots()[0], x, out, div, geo)
 
     def __call__(self, x: np.ndarray, geo: Any, div: np.ndarray | None) -> np.ndarray | None:
         n, c = x.shape[:2]
@@ -1225,12 +1263,9 @@ class JitPool:
         else:
             key, native = "pool", _NK_POOL
             geo_i = (self.is_max, k[0], k[1], s[0], s[1], d[0], d[1], b[0], b[1])
-        args = (x3, out, div) + geo_i
-        if work >= _PAR_MIN_WORK and x3.dtype == np.float32 and _install_native():
-            intra.native_ranges(native, lambda ji, jf: _K["pack_pool"](ji, x3, out, div, geo_i),
-                                _K[key], args, n * c)
-        else:
-            _call(key, n * c, work, args)
+        _call(key, n * c, work >= _PAR_MIN_WORK, (x3, out, div) + geo_i,
+              (native, lambda ji, jf: _K["pack_pool"](ji, x3, out, div, geo_i))
+              if x3.dtype == np.float32 else None)
         return out.reshape((n, c) + tuple(geo.out))
 
 
