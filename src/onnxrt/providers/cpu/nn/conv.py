@@ -4,9 +4,8 @@ algorithms.
 With numba a constant weight takes a compiled kernel (nn/jit.py): dense and grouped convs
 ``GemmConv`` (im2col or tap-by-tap products, the BLAS gemm of providers/cpu/blas.py and
 the epilogue in one call per thread, images, bands or channel blocks split over the
-session's threads), depthwise ones the compiled
-tap loops. The NumPy algorithms below serve the rest (weights computed at run
-time, 3-D, other dtypes, no numba):
+session's threads), depthwise ones the compiled tap loops. The NumPy algorithms below
+serve the rest (weights computed at run time, 3-D, other dtypes, no numba):
 
 * 1x1: one matmul on the reshaped input (no copy at stride 1 without padding).
 * depthwise (one input channel per group): k^d multiply-adds. The padded input is split
