@@ -24,9 +24,7 @@ import threading
 __all__ = ["use_arena", "arena_in_use"]
 
 _M_TRIM_THRESHOLD = -1
-_M_MMAP_THRESHOLD = -3
 _M_MMAP_MAX = -4
-_MMAP_MAX_BYTES = 32 << 20
 _TRIM_BYTES = 1 << 30
 _DONE: list[bool] = []
 _LOCK = threading.Lock()
@@ -42,9 +40,9 @@ def use_arena() -> bool:
             if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
                 try:
                     libc = ctypes.CDLL(None)
-                    ok = bool(libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_MAX_BYTES)) and \
-                        bool(libc.mallopt(_M_TRIM_THRESHOLD, _TRIM_BYTES)) and \
-                        bool(libc.mallopt(_M_MMAP_MAX, 0))
+                    # no mappings (so no mmap threshold to raise), no trimming below 1 GiB
+                    ok = bool(libc.mallopt(_M_MMAP_MAX, 0)) and \
+                        bool(libc.mallopt(_M_TRIM_THRESHOLD, _TRIM_BYTES))
                 except (OSError, AttributeError):
                     ok = False
             _DONE.append(ok)
