@@ -147,6 +147,33 @@ def test_attention_compiled_heads(unidirectional, bias_shape, monkeypatch):
     assert hits
 
 
+def test_attention_row_softmax_against_numpy():
+    """The compiled heads' branch-free row softmax (its own exp) against NumPy's formula in
+    float64: rows wide and narrow in range, -inf and far-below-the-max entries (exactly 0),
+    a NaN (the whole row NaN, as the formula gives)."""
+    from onnxrt.providers.cpu.contrib import attention as att
+    from onnxrt.providers.cpu.nn import jit
+    if not jit.available() or att._heads_kernel() is None:
+        pytest.skip("numba or a cblas gemm is missing: the NumPy path is covered above")
+    rng = np.random.default_rng(7)
+    rows = [rng.standard_normal(128) * s for s in (0.01, 1, 10, 40)]
+    rows.append(np.array([0, -np.inf, -1e4, 3, -86.9, -87.1, 88, -200], np.float64))
+    rows.append(rng.uniform(-150, 0, 77))
+    for r in rows:
+        row = r.astype(np.float32)
+        bits = np.empty(row.size, np.int32)
+        att._softmax_row(row, bits, bits.view(np.float32))
+        x = r.astype(np.float32)
+        e = np.exp((x - x.max()).astype(np.float64))     # the float32 difference, as kept
+        want = e / e.sum()
+        np.testing.assert_allclose(row, want, rtol=2e-6, atol=1e-37)
+        assert np.all(row[want == 0] == 0)
+    row = np.array([1, np.nan, 2], np.float32)
+    bits = np.empty(3, np.int32)
+    att._softmax_row(row, bits, bits.view(np.float32))
+    assert np.isnan(row).all()
+
+
 def test_multi_head_attention_bias_and_padding():
     b, s, l, d, n = 2, 4, 6, 8, 2
     lengths = np.array([6, 3], np.int32)
