@@ -99,6 +99,48 @@ def test_skip_layer_norm(with_bias):
     _close(ours, ref, 1e-4, 1e-5)
 
 
+@pytest.mark.parametrize("axis", [-1, -2])
+@pytest.mark.parametrize("simplified", [False, True])
+def test_compiled_norm_against_numpy_formula(axis, simplified):
+    """The compiled row norm (skip, bias, beta, the kept sum, mean and 1/std per row) against
+    the formula in float64, on rows far from zero (a one-pass variance would lose them)."""
+    from onnxrt.providers.cpu.contrib import layer_norm as ln
+    from onnxrt.providers.cpu.nn import jit
+    if not jit.available():
+        pytest.skip("numba is not installed: the NumPy path is covered above")
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((3, 4, 6, 40)) * 0.01 + 300).astype(np.float32)
+    skip = rng.standard_normal(x.shape).astype(np.float32)
+    tail = x.shape[axis:]
+    g, b, bias = (rng.standard_normal(tail).astype(np.float32) for _ in range(3))
+    r = ln.compiled_norm(x, g, None if simplified else b, 1e-5, axis, skip, bias,
+                         simplified=simplified, keep_sum=True)
+    assert r is not None
+    y, mean, inv, s = r
+    axes = tuple(range(x.ndim + axis, x.ndim))
+    s64 = x.astype(np.float64) + skip + bias
+    mu = np.zeros_like(s64[..., :1]) if simplified else s64.mean(axis=axes, keepdims=True)
+    var = ((s64 - mu) ** 2).mean(axis=axes, keepdims=True)
+    want = (s64 - mu) / np.sqrt(var + 1e-5) * g + (0 if simplified else b)
+    np.testing.assert_allclose(s, s64, rtol=1e-6)
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(inv, 1 / np.sqrt(var + 1e-5), rtol=1e-4)
+    if not simplified:
+        np.testing.assert_allclose(mean, mu, rtol=1e-6)
+    # what it does not take: another dtype, a broadcast skip, a per-axis gamma of other size
+    assert ln.compiled_norm(x.astype(np.float64), g, b, 1e-5, axis) is None
+    assert ln.compiled_norm(x, g, b, 1e-5, axis, skip[:1], None) is None
+    assert ln.compiled_norm(x, g.reshape(-1)[:3], None, 1e-5, axis) is None
+
+
+def test_layer_norm_17_compiled_matches_onnxruntime():
+    """LayerNormalization-17 over the last two axes, float32, through the compiled rows."""
+    x, g, b = f32(2, 3, 5, 16) * 3 + 7, f32(5, 16), f32(5, 16)
+    ours, ref = _run_both("LayerNormalization", {"x": x, "g": g, "b": b}, n_out=3,
+                          opset=17, domain="", axis=-2, epsilon=1e-5)
+    _close(ours, ref, 1e-4, 1e-5)
+
+
 def test_layer_norm_before_opset_17():
     x, g, b = f32(2, 5, 16), f32(16), f32(16)
     ours, ref = _run_both("LayerNormalization", {"x": x, "g": g, "b": b}, opset=14, domain="",

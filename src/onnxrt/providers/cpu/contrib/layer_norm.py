@@ -1,15 +1,119 @@
 """LayerNormalization (before opset 17), SkipLayerNormalization, SimplifiedLayerNormalization and
-SkipSimplifiedLayerNormalization (com.microsoft), in float32 for float16 inputs."""
+SkipSimplifiedLayerNormalization (com.microsoft), in float32 for float16 inputs. float32
+rows run as one compiled pass each where numba is enabled (``compiled_norm``; also used by
+LayerNormalization-17)."""
 
 from __future__ import annotations
 
+import math
+import threading
 from typing import Any
 
 import numpy as np
 
+from onnxrt.execute import intra
 from onnxrt.providers.cpu import CPU
 
 MS = "com.microsoft"
+
+
+def _norm_rows(x, skip, bias, gamma, beta, y, ssum, stats, has_skip, has_bias, has_beta,
+               keep_sum, simplified, eps, lo, hi):
+    """Rows lo..hi-1 of 2-D float32 x: s = x (+ skip) (+ bias), then y = (s - mean) /
+    sqrt(var + eps) * gamma (+ beta) (mean 0 and var = mean(s^2) when ``simplified``); s
+    kept in ``ssum`` when ``keep_sum``; mean and 1/std per row in ``stats`` (2, rows).
+    Sums in float64; each row three passes over memory already in cache."""
+    m = x.shape[1]
+    for i in range(lo, hi):
+        xr = x[i]
+        yr = y[i]
+        tot = 0.0
+        for j in range(m):
+            v = xr[j]
+            if has_skip:
+                v += skip[i, j]
+            if has_bias:
+                v += bias[j]
+            yr[j] = v
+            tot += v
+        if keep_sum:
+            sr = ssum[i]
+            for j in range(m):
+                sr[j] = yr[j]
+        mean = 0.0 if simplified else tot / m
+        sq = 0.0
+        for j in range(m):
+            d = yr[j] - mean
+            sq += d * d
+        inv = 1.0 / math.sqrt(sq / m + eps)
+        stats[0, i] = mean
+        stats[1, i] = inv
+        for j in range(m):
+            v = (yr[j] - mean) * inv * gamma[j]
+            if has_beta:
+                v += beta[j]
+            yr[j] = v
+
+
+_NORM: list[Any] = []
+_NORM_LOCK = threading.Lock()
+# a call splits its rows over the session's threads from this many elements on (one
+# 128x768 BERT row block takes ~40 us, about what a split costs)
+_NORM_PAR_MIN = 1 << 18
+
+
+def _norm_kernel() -> Any:
+    """The compiled _norm_rows (numba's disk cache or compiled once per process), or None
+    where numba is missing or disabled (ONNXRT_JIT=0)."""
+    from onnxrt.providers.cpu.nn import jit
+    if not jit.enabled():
+        return None
+    with _NORM_LOCK:
+        if not _NORM:
+            fn = None
+            if jit._load() is not None:
+                import numba
+                # reassociation lets the float64 row sums vectorize
+                fn = jit._njit(numba, _norm_rows, fastmath={"reassoc", "contract"})
+                x = np.zeros((1, 1), np.float32)
+                fn(x, x, x[0], x[0], x[0], np.empty_like(x), x, np.empty((2, 1), np.float32),
+                   True, True, True, True, False, 1e-5, 0, 1)
+            _NORM.append(fn)
+    return _NORM[0]
+
+
+def compiled_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray | None, epsilon: float,
+                  axis: int = -1, skip: np.ndarray | None = None,
+                  bias: np.ndarray | None = None, simplified: bool = False,
+                  keep_sum: bool = False) -> tuple | None:
+    """(y, mean, inv_std, sum) of a float32 layer norm over the axes from ``axis`` on, in
+    one compiled pass per row (mean and inv_std keep the normalized axes as 1s; sum is
+    x + skip + bias when ``keep_sum``), or None where that does not apply: numba off, not
+    float32, a skip of another shape, gamma/beta/bias not one value per normalized element."""
+    fn = _norm_kernel()
+    if fn is None or x.dtype != np.float32 or x.ndim == 0 or x.size == 0:
+        return None
+    ax = axis + x.ndim if axis < 0 else axis
+    m = int(np.prod(x.shape[ax:]))
+    vecs = [np.asarray(v) for v in (gamma, beta, bias) if v is not None]
+    if (any(v.dtype != np.float32 or v.size != m for v in vecs)
+            or (skip is not None and (skip.shape != x.shape or skip.dtype != np.float32))):
+        return None
+    x2 = np.ascontiguousarray(x).reshape(-1, m)
+    rows = x2.shape[0]
+    sk = x2 if skip is None else np.ascontiguousarray(skip).reshape(rows, m)
+    g = np.ascontiguousarray(gamma).reshape(m)
+    b = g if beta is None else np.ascontiguousarray(beta).reshape(m)
+    bi = g if bias is None else np.ascontiguousarray(bias).reshape(m)
+    y = np.empty_like(x2)
+    ssum = np.empty_like(x2) if keep_sum else y
+    stats = np.empty((2, rows), np.float32)
+    intra.for_ranges(fn, (x2, sk, bi, g, b, y, ssum, stats, skip is not None,
+                          bias is not None, beta is not None, keep_sum, simplified,
+                          float(epsilon)), rows, x2.size >= _NORM_PAR_MIN)
+    kept = x.shape[:ax] + (1,) * (x.ndim - ax)
+    return (y.reshape(x.shape), stats[0].reshape(kept), stats[1].reshape(kept),
+            ssum.reshape(x.shape) if keep_sum else None)
 
 
 def _norm(s: np.ndarray, axis: int, epsilon: float, simplified: bool,
@@ -57,6 +161,9 @@ def _outputs(node: Any, dt: np.dtype, y: np.ndarray, *rest: Any) -> Any:
 @CPU.kernel("LayerNormalization", since=1, until=16, needs_node=True)
 @CPU.kernel("LayerNormalization", since=1, domain=MS, needs_node=True)
 def layer_normalization(x, scale, b=None, *, axis=-1, epsilon=1e-5, stash_type=1, node):
+    r = compiled_norm(x, scale, b, epsilon, axis)
+    if r is not None:
+        return _outputs(node, x.dtype, *r[:3])
     y, mean, inv = _norm(_work(x), axis, epsilon, False)
     return _outputs(node, x.dtype, _affine(y, scale, b), mean, inv)
 
@@ -64,6 +171,9 @@ def layer_normalization(x, scale, b=None, *, axis=-1, epsilon=1e-5, stash_type=1
 @CPU.kernel("SimplifiedLayerNormalization", since=1, needs_node=True)
 @CPU.kernel("SimplifiedLayerNormalization", since=1, domain=MS, needs_node=True)
 def simplified_layer_normalization(x, scale, *, axis=-1, epsilon=1e-5, stash_type=1, node):
+    r = compiled_norm(x, scale, None, epsilon, axis, simplified=True)
+    if r is not None:
+        return _outputs(node, x.dtype, r[0], r[2])
     y, _, inv = _norm(_work(x), axis, epsilon, True)
     return _outputs(node, x.dtype, _affine(y, scale, None), inv)
 
@@ -80,6 +190,9 @@ def _skip_sum(x: np.ndarray, skip: np.ndarray, bias: np.ndarray | None) -> np.nd
 def skip_layer_normalization(x, skip, gamma, beta=None, bias=None, *, epsilon=1e-12, node):
     """LayerNorm over the last axis of x + skip (+ bias); outputs y, mean, inv_std_var and
     the sum itself (input_skip_bias_sum)."""
+    r = compiled_norm(x, gamma, beta, epsilon, -1, skip, bias, keep_sum=node.num_outputs > 3)
+    if r is not None:
+        return _outputs(node, x.dtype, *r)
     s = _skip_sum(x, skip, bias)
     y, mean, inv = _norm(s, -1, epsilon, False)
     return _outputs(node, x.dtype, _affine(y, gamma, beta), mean, inv, s)
@@ -87,6 +200,10 @@ def skip_layer_normalization(x, skip, gamma, beta=None, bias=None, *, epsilon=1e
 
 @CPU.kernel("SkipSimplifiedLayerNormalization", since=1, domain=MS, needs_node=True)
 def skip_simplified_layer_normalization(x, skip, gamma, bias=None, *, epsilon=1e-12, node):
+    r = compiled_norm(x, gamma, None, epsilon, -1, skip, bias, simplified=True,
+                      keep_sum=node.num_outputs > 3)
+    if r is not None:
+        return _outputs(node, x.dtype, r[0], None, r[2], r[3])
     s = _skip_sum(x, skip, bias)
     y, _, inv = _norm(s, -1, epsilon, True)
     return _outputs(node, x.dtype, _affine(y, gamma, None), None, inv, s)
