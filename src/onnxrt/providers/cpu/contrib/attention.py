@@ -13,49 +13,29 @@ from typing import Any
 import numpy as np
 
 from onnxrt.execute import intra
-from onnxrt.providers.cpu import CPU
+from onnxrt.providers.cpu import CPU, vmath
 from onnxrt.providers.cpu.nn.matmul import matmul
 
 MS = "com.microsoft"
-
-
-# exp(x) = 2^k * e^r with k = round(x / ln 2) and |r| <= ln(2) / 2: e^r by its Taylor
-# polynomial to r^7 (truncation below 6e-9 relative, under float32's rounding), 2^k written
-# as float32 bits; ln 2 in two parts so that k * ln 2 is exact enough
-_LOG2E = np.float32(1.4426950408889634)
-_LN2_HI = np.float32(0.693145751953125)
-_LN2_LO = np.float32(1.428606765330187e-06)
-_E2, _E3, _E4 = np.float32(1 / 2), np.float32(1 / 6), np.float32(1 / 24)
-_E5, _E6, _E7 = np.float32(1 / 120), np.float32(1 / 720), np.float32(1 / 5040)
+_exp_nonpos = vmath.exp_nonpos     # compiled into _softmax_row by _heads_kernel
 
 
 def _softmax_row(row, bits, scale):
     """Softmax of one float32 row in place, every loop branch-free so that it vectorizes
-    (math.exp compiles to one libm call per element: 2.3x slower over BERT's 128-wide
-    rows). ``bits`` (int32) and ``scale`` (its float32 view) are scratch of the row's
-    length. Elements more than 87 below the row's maximum (exp under float32's smallest
-    normal) give 0; a NaN gives a NaN row, as the plain formula does."""
+    (the exp is providers/cpu/vmath.py's; libm's exp per element made the row 2.3x
+    slower over BERT's 128-wide rows). ``bits`` (int32) and ``scale`` (its float32 view)
+    are scratch of the row's length. A NaN gives a NaN row, as the plain formula does."""
     n = row.shape[0]
     mx = row[0]
     for j in range(n):
         v = row[j]
         mx = v if v > mx else mx
-    low = np.float32(-87.0)
     for j in range(n):
-        x = row[j] - mx
-        xc = x if x > low else low
-        ki = np.int32(xc * _LOG2E - np.float32(0.5))      # round half away, xc <= 0
-        k = np.float32(ki)
-        r = xc - k * _LN2_HI - k * _LN2_LO
-        p = np.float32(1) + r * (np.float32(1) + r * (_E2 + r * (_E3 + r * (
-            _E4 + r * (_E5 + r * (_E6 + r * _E7))))))
-        row[j] = p if x == x else x
-        bits[j] = (ki + np.int32(127)) << np.int32(23) if x >= low else np.int32(0)
+        row[j] -= mx
+    _exp_nonpos(row, bits, scale)
     tot = np.float32(0)
     for j in range(n):
-        v = row[j] * scale[j]
-        row[j] = v
-        tot += v
+        tot += row[j]
     inv = np.float32(1) / tot
     for j in range(n):
         row[j] *= inv
@@ -118,6 +98,7 @@ def _heads_kernel() -> Any:
                 import numba
                 # _heads calls the compiled row softmax (reassociation lets its sum
                 # vectorize; contraction gives fused multiply-adds)
+                globals()["_exp_nonpos"] = vmath.compiled()
                 globals()["_softmax_row"] = jit._njit(numba, _softmax_row,
                                                       fastmath={"reassoc", "contract"})
                 fn = jit._njit(numba, _heads)

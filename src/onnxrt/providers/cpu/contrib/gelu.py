@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from onnxrt.execute import intra
-from onnxrt.providers.cpu import CPU
+from onnxrt.providers.cpu import CPU, vmath
 from onnxrt.providers.cpu.activations import gelu as _onnx_gelu
 from onnxrt.providers.cpu.elementwise import _ERF_A
 
@@ -30,6 +30,9 @@ _ERF_P = (0.9995930793531125, 0.0032669689595047485, -0.012255908109799884,
 _ERF_A32 = tuple(float(v) for v in _ERF_A)
 _GELU: list[Any] = []
 _GELU_LOCK = threading.Lock()
+_FAST: list[Any] = []
+_exp_nonpos = vmath.exp_nonpos     # compiled into _fast_gelu_rows by its kernel
+_SQRT_2_OVER_PI = 0.7978845608028654
 # a call splits its rows over the session's threads from this many elements on
 _PAR_MIN = 1 << 20
 
@@ -86,6 +89,24 @@ def _gelu_kernel() -> Any:
     return _GELU[0]
 
 
+def _rows_ok(loop: Any, x: np.ndarray, bias: np.ndarray | None) -> bool:
+    """A compiled row loop takes float32 x with no bias or a float32 one per last-axis
+    element."""
+    return loop is not None and x.dtype == np.float32 and x.ndim >= 1 and x.size > 0 and (
+        bias is None or (bias.dtype == np.float32 and bias.ndim == 1
+                         and bias.shape[0] == x.shape[-1]))
+
+
+def _run_rows(loop: Any, x: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    """loop(x2, b, y, has_b, lo, hi) over the rows of x as 2-D, split over the session's
+    threads from _PAR_MIN elements."""
+    x2 = np.ascontiguousarray(x).reshape(-1, x.shape[-1])
+    y = np.empty_like(x2)
+    b = x2[0] if bias is None else np.ascontiguousarray(bias)
+    intra.for_ranges(loop, (x2, b, y, bias is not None), x2.shape[0], x2.size >= _PAR_MIN)
+    return y.reshape(x.shape)
+
+
 class _ErfGelu:
     """gelu(x [+ bias]): compiled for float32 with a 1-D bias over the last axis, NumPy
     otherwise."""
@@ -94,15 +115,8 @@ class _ErfGelu:
         self.loop = _gelu_kernel()
 
     def __call__(self, x: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
-        if self.loop is not None and x.dtype == np.float32 and x.ndim >= 1 and x.size and (
-                bias is None or (bias.dtype == np.float32 and bias.ndim == 1
-                                 and bias.shape[0] == x.shape[-1])):
-            x2 = np.ascontiguousarray(x).reshape(-1, x.shape[-1])
-            y = np.empty_like(x2)
-            b = x2[0] if bias is None else np.ascontiguousarray(bias)
-            intra.for_ranges(self.loop, (x2, b, y, bias is not None), x2.shape[0],
-                             x2.size >= _PAR_MIN)
-            return y.reshape(x.shape)
+        if _rows_ok(self.loop, x, bias):
+            return _run_rows(self.loop, x, bias)
         return _onnx_gelu(x if bias is None else x + bias, approximate="none")
 
 
@@ -122,10 +136,63 @@ class BiasGelu(_ErfGelu):
         return _ErfGelu.__call__(self, a, b)
 
 
-@CPU.kernel("FastGelu", since=1, domain=MS)
-def fast_gelu(x: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
-    """The tanh approximation of GELU, of ``x + bias`` when a bias is given."""
-    return _onnx_gelu(x if bias is None else x + bias, approximate="tanh")
+def _fast_gelu_rows(x: np.ndarray, b: np.ndarray, y: np.ndarray, has_b: bool, lo: int,
+                    hi: int) -> None:
+    """y[i, j] = 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3))), v = x[i, j] (+ b[j]), for
+    rows lo..hi-1, float32, 2-D, through e = exp(-2|u|) (providers/cpu/vmath.py, so both
+    passes vectorize): tanh(u) = sign(u) (1 - e) / (1 + e)."""
+    m = x.shape[1]
+    bits = np.empty(m, np.int32)
+    scale = bits.view(np.float32)
+    c = np.float32(_SQRT_2_OVER_PI)
+    k = np.float32(0.044715)
+    one = np.float32(1.0)
+    for i in range(lo, hi):
+        xr = x[i]
+        yr = y[i]
+        for j in range(m):
+            v = xr[j] + b[j] if has_b else xr[j]
+            u = c * (v + k * v * v * v)
+            yr[j] = np.float32(2.0) * u if u < 0 else np.float32(-2.0) * u
+        _exp_nonpos(yr, bits, scale)
+        for j in range(m):
+            v = xr[j] + b[j] if has_b else xr[j]
+            u = c * (v + k * v * v * v)
+            e = yr[j]
+            # 1 + tanh(u) = 2 / (1 + e) for u >= 0 and 2 e / (1 + e) below: no cancellation
+            yr[j] = v * (one if u >= 0 else e) / (one + e)
+
+
+def _fast_gelu_kernel() -> Any:
+    """The compiled _fast_gelu_rows, or None where numba is missing or disabled."""
+    from onnxrt.providers.cpu.nn import jit
+    if not jit.enabled():
+        return None
+    with _GELU_LOCK:
+        if not _FAST:
+            fn = None
+            if jit._load() is not None:
+                import numba
+                globals()["_exp_nonpos"] = vmath.compiled()
+                fn = jit._njit(numba, _fast_gelu_rows, fastmath={"contract"})
+                x = np.zeros((1, 1), np.float32)
+                fn(x, x[0], np.empty_like(x), True, 0, 1)   # compile now
+            _FAST.append(fn)
+    return _FAST[0]
+
+
+@CPU.kernel("FastGelu", since=1, domain=MS, needs_node=True)
+class FastGelu:
+    """The tanh approximation of GELU, of ``x + bias`` when a bias is given: compiled for
+    float32 with a 1-D bias over the last axis, NumPy otherwise."""
+
+    def __init__(self, node: Any) -> None:
+        self.loop = _fast_gelu_kernel()
+
+    def __call__(self, x: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+        if _rows_ok(self.loop, x, bias):
+            return _run_rows(self.loop, x, bias)
+        return _onnx_gelu(x if bias is None else x + bias, approximate="tanh")
 
 
 @CPU.kernel("QuickGelu", since=1, domain=MS)
