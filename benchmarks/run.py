@@ -9,6 +9,10 @@ tiny element-wise ops for the per-node overhead.
 
     python benchmarks/run.py [--quick] [--only resnet50,bert_b1] [--json results.json]
 
+Last, in two child processes sharing a new, empty numba cache directory: the session
+creation of the models whose kernels numba compiles, first with the cache empty (what the
+first session on a new machine pays), then filled (``--only compile`` runs just this).
+
 The BLAS onnxrt's compiled kernels call (MKL with the [mkl] extra installed, else numpy's
 OpenBLAS; ONNXRT_BLAS=openblas picks the latter) is printed first and stored in the JSON.
 """
@@ -139,6 +143,44 @@ def overhead(threads: int, n: int = 1000) -> dict[str, Any]:
     return r
 
 
+# the child process of first_session_compile: one session of each model family whose
+# kernels numba compiles (dense, grouped and depthwise convs, pools, matrix products,
+# attention, GELUs, layer norms), timed together
+_COMPILE_CHILD = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+t0 = time.perf_counter()
+import onnx, onnxrt as ort, transformer_models as tm
+from onnxrt.zoo import zoo_models
+t1 = time.perf_counter()
+zoo = zoo_models()
+models = [onnx.load(zoo[n]).SerializeToString() for n in ("resnet50", "shufflenet")]
+models += [tm.bert(layers=1).SerializeToString(), tm.gpt2(layers=1).SerializeToString()]
+t2 = time.perf_counter()
+for m in models:
+    ort.InferenceSession(m)
+print(t1 - t0, time.perf_counter() - t2)
+"""
+
+
+def first_session_compile() -> dict[str, float]:
+    """Session creation for resnet50, shufflenet, a BERT and a GPT-2 layer in a fresh
+    process whose numba cache is empty (the first session on a new machine compiles the
+    kernels) and again in another with that cache filled (every later process)."""
+    import subprocess
+    import tempfile
+    here = os.path.dirname(os.path.abspath(__file__))
+    out: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+        for tag in ("cold", "warm"):
+            r = subprocess.run([sys.executable, "-c", _COMPILE_CHILD, here], env=env,
+                               capture_output=True, text=True, check=True)
+            imp, create = (float(v) for v in r.stdout.split()[-2:])
+            out[f"import_{tag}_s"], out[f"create_{tag}_s"] = imp, create
+    return out
+
+
 def cases(quick: bool) -> list[tuple[str, Callable[[], tuple[bytes, dict[str, Any]]], int]]:
     out = []
     zoo = zoo_models()
@@ -203,6 +245,13 @@ def main() -> None:
         print(f"{'chain1000':<18} {r['onnxrt_ms']:>10.3f} {r['onnxruntime_ms']:>9.3f} "
               f"{r['ratio']:>6.2f}   per node: onnxrt {r['onnxrt_us_per_node']:.2f} us, "
               f"onnxruntime {r['onnxruntime_us_per_node']:.2f} us")
+    compile_s = None
+    if not only or "compile" in only:
+        compile_s = first_session_compile()
+        print(f"first-session compile (resnet50, shufflenet, a BERT and a GPT-2 layer): "
+              f"sessions made in {compile_s['create_cold_s']:.1f} s with numba's cache "
+              f"empty, {compile_s['create_warm_s']:.1f} s with it filled (import onnxrt "
+              f"{compile_s['import_cold_s']:.1f} / {compile_s['import_warm_s']:.1f} s)")
     ok = [r for r in rows if "ratio" in r]
     geo = float(np.exp(np.mean(np.log([r["ratio"] for r in ok])))) if ok else float("nan")
     worst = max(ok, key=lambda r: r["ratio"]) if ok else None
@@ -217,7 +266,7 @@ def main() -> None:
               f"over {len(ovr)} cases")
     with open(args.json, "w") as f:
         json.dump({"rows": rows, "geomean_ratio": geo, "geomean_create_ratio": cgeo,
-                   "geomean_openvino_ratio": ov_geo,
+                   "geomean_openvino_ratio": ov_geo, "first_session_compile": compile_s,
                    "threads": args.threads, "quick": args.quick, "blas": lib}, f, indent=2)
     print(f"written: {args.json}")
 
