@@ -430,6 +430,9 @@ def _epi_image(y, i, c0, c1, m0, m1, b, z, has_z, kind, alpha, beta):
                 v = alpha if v < alpha else v
                 r[j] = beta if v > beta else v
 
+_RUN_MAX_W = 32
+
+
 def _im2col_band(xf, cols, base, c_n, hh, ww, r0, r1, kh_n, kw_n, sh, sw, dh, dw, ph, pw,
                  ow_n):
     """cols (flat, C*KH*KW rows of (r1-r0)*OW) <- the windows of output rows r0..r1-1 of
@@ -439,6 +442,11 @@ def _im2col_band(xf, cols, base, c_n, hh, ww, r0, r1, kh_n, kw_n, sh, sw, dh, dw
     for NumPy's nine strided copies)."""
     nc = (r1 - r0) * ow_n
     zero = xf.dtype.type(0)
+    # stride 1 along both axes and output rows as wide as input rows, narrower than
+    # _RUN_MAX_W: a tap's valid rows read one contiguous run of the input plane, copied in
+    # one loop, then the padded border columns zeroed (256 channels at 14x14, 3x3: 0.161
+    # -> 0.094 ms; at 56 wide the row loops were as fast)
+    runs = sw == 1 and sh == 1 and ow_n == ww and ow_n < _RUN_MAX_W
     for c in range(c_n):
         for kh in range(kh_n):
             for kw in range(kw_n):
@@ -449,6 +457,30 @@ def _im2col_band(xf, cols, base, c_n, hh, ww, r0, r1, kh_n, kw_n, sh, sw, dh, dw
                 lo = min(lo, ow_n)
                 hi = (ww - 1 - off) // sw + 1 if ww - 1 - off >= 0 else 0
                 hi = max(min(hi, ow_n), lo)
+                if runs:
+                    # output rows ra..rb-1 have input rows inside the image
+                    ra = min(max(r0, ph - kh * dh), r1)
+                    rb = max(min(r1, hh + ph - kh * dh), ra)
+                    d0 = rowbase + (ra - r0) * ow_n
+                    s0 = base + (c * hh + ra - ph + kh * dh) * ww + off
+                    # the run, less what falls outside the plane (border columns anyway)
+                    p0 = base + c * hh * ww
+                    j0 = max(0, p0 - s0)
+                    j1 = max(min((rb - ra) * ww, p0 + hh * ww - s0), j0)
+                    ud, us = np.uint64(d0 + j0), np.uint64(s0 + j0)
+                    for j in range(np.uint64(j1 - j0)):
+                        cols[ud + j] = xf[us + j]
+                    for r in range(r0, r1):
+                        d1 = np.uint64(rowbase + (r - r0) * ow_n)
+                        if r < ra or r >= rb:
+                            for j in range(np.uint64(ow_n)):
+                                cols[d1 + j] = zero
+                            continue
+                        for j in range(np.uint64(lo)):
+                            cols[d1 + j] = zero
+                        for j in range(np.uint64(hi), np.uint64(ow_n)):
+                            cols[d1 + j] = zero
+                    continue
                 for r in range(r0, r1):
                     # unsigned indices: numba then skips its negative-index wraparound and
                     # LLVM vectorizes the copies (measured 3x faster than signed)
