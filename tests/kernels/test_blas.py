@@ -46,18 +46,18 @@ def test_gemm_multiplies_like_numpy(dt):
 
 
 def _which(env: dict) -> str:
-    code = "from onnxrt.providers.cpu import blas; print(blas.name(), blas.own_threads())"
+    code = "from onnxrt.providers.cpu import blas; print(blas.name())"
     return subprocess.run([sys.executable, "-c", code], env={**os.environ, **env},
                           capture_output=True, text=True, check=True).stdout.strip()
 
 
 def test_choice_follows_onnxrt_blas():
-    assert _which({"ONNXRT_BLAS": "openblas"}) == "openblas True"
+    assert _which({"ONNXRT_BLAS": "openblas"}) == "openblas"
     if HAVE_MKL:
-        assert _which({"ONNXRT_BLAS": ""}) == "mkl False"     # the default when installed
-        assert _which({"ONNXRT_BLAS": "mkl"}) == "mkl False"
+        assert _which({"ONNXRT_BLAS": ""}) == "mkl"     # the default when installed
+        assert _which({"ONNXRT_BLAS": "mkl"}) == "mkl"
     else:       # asked for but missing: numpy's BLAS
-        assert _which({"ONNXRT_BLAS": "mkl"}) == "openblas True"
+        assert _which({"ONNXRT_BLAS": "mkl"}) == "openblas"
 
 
 @needs_numba
@@ -170,3 +170,49 @@ def test_gemm_node_with_transposed_weight_through_the_split(rows, monkeypatch):
     calls, y, ref = _split_calls_and_outputs(monkeypatch, mb, x)
     np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
     assert calls == [(rows, 256)]
+
+
+def _blas_threads_seen(monkeypatch, mb: bytes, feeds: dict) -> list[int]:
+    """numpy's BLAS thread count at each np.matmul call of a 2-thread run of ``mb``."""
+    from onnxrt.execute.threads import blas_libraries
+    seen = []
+    real = np.matmul
+
+    def spy(*a, **k):
+        seen.append(max((lib.get_num_threads() for lib in blas_libraries()), default=0))
+        return real(*a, **k)
+
+    so = onnxrt.SessionOptions()
+    so.intra_op_num_threads = 2
+    sess = onnxrt.InferenceSession(mb, so)
+    monkeypatch.setattr(np, "matmul", spy)
+    sess.run(None, feeds)
+    return seen
+
+
+def test_small_products_never_wake_blas_threads(monkeypatch):
+    """A product too small for a split runs with BLAS single-threaded: BLAS's own threads,
+    once woken, spin ~0.1 s (with OPENBLAS_THREAD_TIMEOUT unset, numpy imported before
+    onnxrt) and took the cores from the next run (inception_v2's final 1x1024 by 1024x1000
+    Gemm made every run 4x slower). A big float64 product still gets BLAS's threads."""
+    from onnxrt.execute.threads import blas_libraries
+    if not blas_libraries():
+        pytest.skip("threadpoolctl sees no BLAS of numpy's here: no thread count to watch")
+    rng = np.random.default_rng(6)
+    w = numpy_helper.from_array(rng.standard_normal((1024, 1000)).astype(np.float32), "w")
+    g = helper.make_graph([helper.make_node("Gemm", ["x", "w"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1024])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+    small = helper.make_model(g, ir_version=8, opset_imports=[helper.make_opsetid("", 13)])
+    seen = _blas_threads_seen(monkeypatch, small.SerializeToString(),
+                              {"x": rng.standard_normal((1, 1024)).astype(np.float32)})
+    assert seen and set(seen) == {1}
+    w = numpy_helper.from_array(rng.standard_normal((256, 256)), "w")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [256, 256])],
+                          [helper.make_tensor_value_info("y", TensorProto.DOUBLE, None)], [w])
+    big = helper.make_model(g, ir_version=8, opset_imports=[helper.make_opsetid("", 13)])
+    monkeypatch.undo()
+    seen = _blas_threads_seen(monkeypatch, big.SerializeToString(),
+                              {"x": rng.standard_normal((256, 256))})
+    assert seen == [2]

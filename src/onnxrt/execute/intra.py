@@ -118,10 +118,20 @@ def for_ranges(fn: Callable[..., None], args: tuple, total: int, spread: bool = 
     one call."""
     t = threads() if spread else 1
     if t <= 1 or total < 2:
-        fn(*args, 0, total)
+        _one_call(fn, args, total)
         return
     parts = split(total, t)
     parallel_for(len(parts), lambda k: fn(*args, *parts[k]))
+
+
+def _one_call(fn: Callable[..., None], args: tuple, total: int) -> None:
+    """``fn(*args, 0, total)`` on this thread with BLAS single-threaded: a kernel that
+    splits its own work never hands a part to BLAS's threads, which (with
+    OPENBLAS_THREAD_TIMEOUT unset: numpy imported before onnxrt) spin ~0.1 s after and
+    take the cores from the rest of the run (one such one-item conv made inception_v1
+    run in 49-89 ms instead of 23)."""
+    with single_blas():
+        fn(*args, 0, total)
 
 
 def native_ranges(kind: int, pack: Callable[[Any, Any], None], fn: Callable[..., None],
@@ -133,7 +143,7 @@ def native_ranges(kind: int, pack: Callable[[Any, Any], None], fn: Callable[...,
     the pool is busy, has no native loop or must not spin, the same as ``for_ranges``."""
     t = threads()
     if t <= 1 or total < 2:
-        fn(*args, 0, total)
+        _one_call(fn, args, total)
         return
     hot = hotpool.get(default_threads() - 1) if spinning_allowed() else None
     if hot is not None and hot.native and hot.busy.acquire(blocking=False):

@@ -25,7 +25,7 @@ import numpy as np
 
 from onnxrt.execute.threads import blas_libraries
 
-__all__ = ["gemm", "name", "own_threads"]
+__all__ = ["gemm", "name"]
 
 _LOCK = threading.Lock()
 _FOUND: dict[str, tuple[Any, str]] = {}     # dtype char -> (ctypes function, library)
@@ -115,8 +115,3 @@ def name(dt: Any = np.float32) -> str:
     """Which library ``gemm(dt)`` calls: "mkl", "openblas", ... ("" for none)."""
     return _find(dt)[1]
 
-
-def own_threads(dt: Any = np.float32) -> bool:
-    """``gemm(dt)`` can split one product over threads of its own (numpy's BLAS; MKL is
-    loaded sequential)."""
-    return name(dt) not in ("mkl", "")

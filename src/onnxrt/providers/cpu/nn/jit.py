@@ -977,9 +977,8 @@ _TAPS_MAX_M = 128
 # than it saves on a conv under ~0.15 ms, and so does waking BLAS's own threads
 _GEMM_PAR_MIN = 4_000_000
 # a conv of fewer images than threads is split in bands of rows while every thread's share
-# keeps this many output columns, else in blocks of at least this many output channels
+# keeps this many output columns, else in blocks of output channels
 _MIN_SPLIT_COLS = 256
-_MIN_SPLIT_M = 16
 
 
 class GemmConv:
@@ -1045,8 +1044,10 @@ class GemmConv:
         flops = 2 * self.m * kk * oh * ow * n
         # how the work is spread: "one" (the calling thread, BLAS single-threaded: small
         # convs), "split" (one contiguous range of items per thread, BLAS single-threaded
-        # inside: images, else bands of rows, else blocks of output channels), "blas" (one
-        # call, BLAS's own threads: only where none of those gives every thread a share)
+        # inside: images, else bands of rows, else blocks of output channels). Never BLAS's
+        # own threads: slower on every shape that fell to them (512->24 1x1 at 14x14: 85
+        # us, channel blocks 53), and with OPENBLAS_THREAD_TIMEOUT unset they spin ~0.1 s
+        # after and take the cores from the rest of the run (inception_v1 b1 49 ms, 23)
         mode = "one"
         units = n * self.group      # (image, group) blocks: independent, equal work
         parts = 1                   # output channel blocks per group
@@ -1057,10 +1058,8 @@ class GemmConv:
                 if ow * (oh // more) >= _MIN_SPLIT_COLS:
                     # bands of rows, each thread's share >= _MIN_SPLIT_COLS columns
                     band = min(band, -(-oh // more))
-                elif self.mg // more >= _MIN_SPLIT_M or not blas.own_threads(self.w.dtype):
-                    parts = more    # blocks of channels (each thread its own im2col)
                 else:
-                    mode = "blas"
+                    parts = more    # blocks of channels (each thread its own im2col)
         if mode == "split" and parts == 1:
             # bands of equal work: as many per (image, group) block as make the blocks a
             # multiple of the threads, where the threads get few of them
@@ -1113,10 +1112,7 @@ class GemmConv:
         if native == _NK_GEMM:
             args += (direct,)
             geo += (int(direct),)
-        if mode == "blas":
-            hotpool.park()          # BLAS's threads get the cores, not spinning workers
-            _K[key](*args, 0, len(items))
-        elif mode == "one":
+        if mode == "one":
             with single_blas():
                 _K[key](*args, 0, len(items))
         else:

@@ -7,11 +7,13 @@ beta scale only when they are not 1.
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from typing import Any, Iterator
 
 import numpy as np
 
 from onnxrt.execute import hotpool
+from onnxrt.execute.threads import single_blas
 from onnxrt.providers.cpu import CPU
 from onnxrt.providers.cpu.nn import compute_dtype, jit
 
@@ -32,18 +34,36 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     float32 products split over the session's threads by nn/jit.py (BLAS single-threaded
     inside: its own idle threads spin for ~0.1 s after each product unless
     OPENBLAS_THREAD_TIMEOUT is set before numpy loads, and took the cores from the next
-    kernels). Spinning intra-op workers park before a product on BLAS's own threads."""
+    kernels). The other products run on BLAS's threads (the spinning intra-op workers
+    parked first), except small ones (_own_threads)."""
     if b.ndim == 2 and a.ndim >= 2:
         a2 = a.reshape(-1, a.shape[-1]) if a.ndim > 2 else a
         y = jit.split_matmul(a2, b)
         if y is not None:
             return y.reshape(a.shape[:-1] + (b.shape[-1],))
-        hotpool.park()
-        if a.ndim > 2:
-            return np.matmul(a2, b).reshape(a.shape[:-1] + (b.shape[-1],))
+        with _own_threads(2 * a2.shape[0] * a2.shape[1] * b.shape[-1]):
+            if a.ndim > 2:
+                return np.matmul(a2, b).reshape(a.shape[:-1] + (b.shape[-1],))
+            return np.matmul(a, b)
+    a, b = _blasable(a), _blasable(b)
+    rows = int(np.prod(np.broadcast_shapes(a.shape[:-1], b.shape[:-2] + (1,))))
+    with _own_threads(2 * rows * a.shape[-1] * (b.shape[-1] if b.ndim > 1 else 1)):
         return np.matmul(a, b)
-    hotpool.park()
-    return np.matmul(_blasable(a), _blasable(b))
+
+
+@contextlib.contextmanager
+def _own_threads(flops: int) -> Iterator[None]:
+    """A product on BLAS's own threads (the spinning intra-op workers parked), or with BLAS
+    single-threaded when it is small (under split_matmul's bound): waking BLAS's threads
+    costs more than they save there, and with OPENBLAS_THREAD_TIMEOUT unset (numpy imported
+    before onnxrt) they then spin for ~0.1 s and take the cores from the next run. The one
+    1x1024 by 1024x1000 Gemm of inception_v2 did that on every run: 105 ms instead of 26."""
+    if flops < jit._MM_SPLIT_MIN:
+        with single_blas():
+            yield
+    else:
+        hotpool.park()
+        yield
 
 
 def _mm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
