@@ -216,3 +216,27 @@ def test_small_products_never_wake_blas_threads(monkeypatch):
     seen = _blas_threads_seen(monkeypatch, big.SerializeToString(),
                               {"x": rng.standard_normal((256, 256))})
     assert seen == [2]
+
+
+def test_row_reductions_keep_blas_single_threaded():
+    """The matrix-vector row reductions (global pooling, softmax sums, norms: nn.row_dot)
+    run with BLAS single-threaded whatever the session's limit: squeezenet's batch-8 global
+    pool woke BLAS's threads on every run."""
+    from onnxrt.execute.threads import blas_libraries
+    from onnxrt.providers.cpu.nn import row_dot, row_mean
+    if not blas_libraries():
+        pytest.skip("threadpoolctl sees no BLAS of numpy's here: no thread count to watch")
+    seen = []
+
+    class Watched(np.ndarray):
+        def __array_ufunc__(self, ufunc, method, *inputs, **kw):
+            seen.append(max(lib.get_num_threads() for lib in blas_libraries()))
+            return getattr(ufunc, method)(*(np.asarray(a) for a in inputs), **kw)
+
+    x = np.random.default_rng(7).standard_normal((8000, 169)).astype(np.float32)
+    with limit_threads(2):
+        m = row_mean(x.view(Watched))
+        s = row_dot(x.view(Watched), np.ones(169, np.float32))
+    assert seen == [1, 1]
+    np.testing.assert_allclose(m, x.astype(np.float64).mean(axis=1), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(s, x.astype(np.float64).sum(axis=1), rtol=1e-4, atol=1e-4)

@@ -12,6 +12,7 @@ from typing import Callable
 import numpy as np
 
 from onnxrt.providers.cpu import CPU
+from onnxrt.providers.cpu.nn import row_dot
 
 
 def _norm_axis(axis: int, ndim: int, op: str) -> int:
@@ -26,7 +27,7 @@ def _row_sum(e: np.ndarray, axis: int) -> np.ndarray:
     rows keep np.sum's pairwise (more accurate) summation."""
     n = e.shape[axis]
     if axis == e.ndim - 1 and e.dtype.kind == "f" and e.itemsize >= 4 and 1 < n <= 4096:
-        s = e.reshape(-1, n) @ np.ones(n, dtype=e.dtype)
+        s = row_dot(e.reshape(-1, n), np.ones(n, dtype=e.dtype))
         return s.reshape(e.shape[:-1] + (1,))
     return np.sum(e, axis=axis, keepdims=True)
 
