@@ -26,6 +26,7 @@ from onnxrt.ir.dtypes import np_dtype
 from onnxrt.ir.schemas import function_body, get_schema, has_context_dependent_body, known_op
 from onnxrt.partition.partitioner import KernelAssigner, Partition, Placement, subgraph_path
 from onnxrt.partition.view import graph_free_names, node_reads
+from onnxrt.plan.inplace import concat_in_place
 from onnxrt.plan.plan import (MODE_CTX, MODE_MULTI, MODE_SINGLE, NONE_SLOT, SINK_SLOT,
                               GraphPlan, Step, SubgraphRunner)
 
@@ -432,6 +433,7 @@ class Planner:
             output_slots.append(s)
             output_types.append(vi.type if vi.HasField("type") else None)
 
+        steps = concat_in_place(steps, set(output_slots))
         steps = _with_frees(steps, output_slots, input_slots, outer_slots,
                             {slots[n] for n in constants if n in slots} |
                             {slots[n] for n in init_names if n in slots} |

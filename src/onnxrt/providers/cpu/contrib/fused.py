@@ -229,14 +229,22 @@ class FusedConv:
         self.affine_act = None if self.affine is not None and \
             self.affine.loop is not None else self.act
 
+    def output_channels(self) -> int | None:
+        """Conv's protocol of writing into a caller's array (plan/inplace.py); off for the
+        per-channel path."""
+        return None if self.affine is not None else self.conv.output_channels()
+
+    def output_shape(self, *inputs: Any) -> tuple[int, ...]:
+        return self.conv.output_shape(*inputs)
+
     def __call__(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
-                 z: np.ndarray | None = None) -> np.ndarray:
+                 z: np.ndarray | None = None, out: np.ndarray | None = None) -> np.ndarray:
         if self.affine is not None and z is None and self.affine.applies(x):
             y = self.affine(x)
             return self.affine_act(y) if self.affine_act is not None else y
         if z is not None and z.dtype != x.dtype:
             raise TypeError(f"FusedConv: Z has type {z.dtype}, the output {x.dtype}")
-        return self.conv(x, w, b, z)
+        return self.conv(x, w, b, z, out)
 
 
 @CPU.kernel("FusedGemm", since=1, domain=MS, needs_node=True)

@@ -383,8 +383,28 @@ class Conv:
         kind = 0 if act is None else jit.EPI_KINDS.get(name, -1) if name else -1
         self._epi_kind = (kind, float(params[0]), float(params[1]))
 
+    # -- writing into a caller's array (plan/inplace.py: Concat inputs written in place) --
+    def output_channels(self) -> int | None:
+        """The output's channels, fixed for the session when the weight is constant."""
+        return self.packed.M if self.packed is not None else None
+
+    def output_shape(self, x: np.ndarray, w: np.ndarray, *rest: Any) -> tuple[int, ...]:
+        pk = self.packed if self.packed is not None else _Packed(w, self.group, x.dtype)
+        return (x.shape[0], pk.M) + tuple(self._geometry(tuple(x.shape[2:]), pk.kernel).out)
+
     def __call__(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
-                 z: np.ndarray | None = None) -> np.ndarray:
+                 z: np.ndarray | None = None, out: np.ndarray | None = None) -> np.ndarray:
+        """The convolution; with ``out`` (the output's shape and dtype, C-contiguous) written
+        into it: by the compiled GemmConv directly, else copied."""
+        if out is not None:
+            y = self._conv(x, w, b, z, out)
+            if y is not out:
+                np.copyto(out, y)
+            return out
+        return self._conv(x, w, b, z, None)
+
+    def _conv(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None,
+              z: np.ndarray | None, out: np.ndarray | None) -> np.ndarray:
         dt = x.dtype
         cdt = compute_dtype(dt)
         pk = self.packed
@@ -403,8 +423,13 @@ class Conv:
                 and np.dtype(cdt) == self._gemm.w.dtype
                 and (z is None or tuple(z.shape) == (x.shape[0], pk.M) + tuple(geo.out))):
             kind, alpha, beta = self._epi_kind
+            into = None
+            if out is not None and out.dtype == self._gemm.w.dtype and out.flags.c_contiguous:
+                into = out.reshape(x.shape[0], pk.M, -1)
             y = self._gemm(x, bias, z, kind, alpha, beta, strides, dil, list(geo.begin),
-                           list(geo.out))
+                           list(geo.out), into)
+            if into is not None:
+                return out
             y = y.reshape((x.shape[0], pk.M) + tuple(geo.out))
             return y if y.dtype == dt else y.astype(dt)
         if self._jit is not None and pk is self.packed:   # [jit hook]: bias added inside

@@ -1080,7 +1080,10 @@ class GemmConv:
 
     def __call__(self, x: np.ndarray, bias: np.ndarray | None, z: np.ndarray | None,
                  kind: int, alpha: float, beta: float, strides: list[int], dil: list[int],
-                 begin: list[int], out_sp: list[int]) -> np.ndarray:
+                 begin: list[int], out_sp: list[int], out: np.ndarray | None = None
+                 ) -> np.ndarray:
+        """The output (N, M, OH*OW), written into ``out`` when given (that shape, the
+        weight's dtype, C-contiguous)."""
         if x.ndim == 3:
             x, strides, dil, begin, out_sp = (x[:, :, None], [1] + strides, [1] + dil,
                                               [0] + begin, [1] + out_sp)
@@ -1093,7 +1096,7 @@ class GemmConv:
         oh, ow = out_sp
         direct = (kh == 1 and kw == 1 and strides == [1, 1] and begin == [0, 0]
                   and (oh, ow) == x.shape[2:])
-        y = np.empty((n, self.m, oh * ow), dtype=self.w.dtype)
+        y = np.empty((n, self.m, oh * ow), dtype=self.w.dtype) if out is None else out
         items, mode = self._plan(n, (oh, ow), direct, intra.threads())
         dt = self.w.dtype
         b = self.nob if bias is None else np.ascontiguousarray(bias, dtype=dt)

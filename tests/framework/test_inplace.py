@@ -1,0 +1,148 @@
+"""Concatenations written in place (plan/inplace.py): convs write their slices of a Concat's
+output directly at batch 1; everything else, and every failed check, keeps the copy. Results
+against onnxruntime."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper
+
+import onnxrt
+from onnxrt.plan import inplace
+from models import model
+
+
+def _fire(batch="N", dtype=np.float32, extra_reader=False, expose=False, axis=1,
+          pool_branch=False):
+    """squeezenet's fire module: a 1x1 squeeze, then a 1x1 and a 3x3 expand of it joined
+    along the channels (optionally a third branch, a max pool of the squeeze)."""
+    rng = np.random.default_rng(0)
+    tt = T.FLOAT16 if dtype == np.float16 else T.FLOAT
+
+    def w(name, *shape):
+        return numpy_helper.from_array((rng.standard_normal(shape) * 0.2).astype(dtype), name)
+
+    m1 = 12 if axis == 1 else 20     # along another axis the channels must agree
+    inits = [w("ws", 8, 16, 1, 1), w("bs", 8), w("w1", m1, 8, 1, 1), w("b1", m1),
+             w("w3", 20, 8, 3, 3), w("b3", 20)]
+    nodes = [h.make_node("Conv", ["x", "ws", "bs"], ["s0"]),
+             h.make_node("Relu", ["s0"], ["s"]),
+             h.make_node("Conv", ["s", "w1", "b1"], ["e1c"]),
+             h.make_node("Relu", ["e1c"], ["e1"]),
+             h.make_node("Conv", ["s", "w3", "b3"], ["e3c"], pads=[1, 1, 1, 1]),
+             h.make_node("Relu", ["e3c"], ["e3"])]
+    joined = ["e1", "e3"]
+    if pool_branch:
+        nodes.append(h.make_node("MaxPool", ["s"], ["p"], kernel_shape=[3, 3],
+                                 pads=[1, 1, 1, 1]))
+        joined.append("p")
+    nodes.append(h.make_node("Concat", joined, ["cat"], axis=axis))
+    nodes.append(h.make_node("Sigmoid", ["cat"], ["y"]))
+    outs = [h.make_tensor_value_info("y", tt, None)]
+    if extra_reader:
+        nodes.append(h.make_node("Neg", ["e3"], ["other"]))
+        outs.append(h.make_tensor_value_info("other", tt, None))
+    if expose:
+        outs.append(h.make_tensor_value_info("e1", tt, None))
+    return model(nodes, [h.make_tensor_value_info("x", tt, [batch, 16, 9, 9])], outs,
+                 inits).SerializeToString()
+
+
+def _steps(sess, kind):
+    return [st for st in sess._plan.steps if isinstance(st.fn, kind)]
+
+
+def _both(mb, x, **opts):
+    so = onnxrt.SessionOptions()
+    for k, v in opts.items():
+        setattr(so, k, v)
+    sess = onnxrt.InferenceSession(mb, so)
+    ref = onnxruntime.InferenceSession(mb, providers=["CPUExecutionProvider"])
+    return sess, ref
+
+
+def _spy_fallbacks(sess):
+    """Count the Concat steps that fell back to copying."""
+    calls = []
+    for st in _steps(sess, inplace._Joined):
+        real = st.fn.fn
+        st.fn.fn = lambda *xs, real=real: calls.append(1) or real(*xs)
+    return calls
+
+
+@pytest.mark.parametrize("pool_branch", [False, True])
+def test_fire_module_at_batch_one_writes_in_place(pool_branch):
+    mb = _fire(pool_branch=pool_branch)
+    x = np.random.default_rng(1).standard_normal((1, 16, 9, 9)).astype(np.float32)
+    sess, ref = _both(mb, x)
+    if pool_branch:     # a pool cannot write into the output: the copy stays
+        assert not _steps(sess, inplace._Joined)
+    else:
+        assert len(_steps(sess, inplace._First)) == 1
+        assert len(_steps(sess, inplace._Later)) == 1
+    fell_back = _spy_fallbacks(sess)
+    y = sess.run(None, {"x": x})[0]
+    np.testing.assert_allclose(y, ref.run(None, {"x": x})[0], rtol=1e-5, atol=1e-6)
+    assert not fell_back
+
+
+def test_outputs_of_two_runs_are_separate_arrays():
+    mb = _fire()
+    rng = np.random.default_rng(2)
+    x1, x2 = (rng.standard_normal((1, 16, 9, 9)).astype(np.float32) for _ in range(2))
+    sess = onnxrt.InferenceSession(mb)
+    y1 = sess.run(None, {"x": x1})[0]
+    keep = y1.copy()
+    y2 = sess.run(None, {"x": x2})[0]
+    np.testing.assert_array_equal(y1, keep)
+    assert not np.shares_memory(y1, y2)
+
+
+def test_a_batch_of_two_falls_back_to_the_copy():
+    mb = _fire()
+    x = np.random.default_rng(3).standard_normal((2, 16, 9, 9)).astype(np.float32)
+    sess, ref = _both(mb, x)
+    fell_back = _spy_fallbacks(sess)
+    np.testing.assert_allclose(sess.run(None, {"x": x})[0], ref.run(None, {"x": x})[0],
+                               rtol=1e-5, atol=1e-6)
+    assert fell_back == [1]
+
+
+@pytest.mark.parametrize("case", ["extra_reader", "expose", "axis"])
+def test_no_rewrite_where_a_slice_would_be_seen(case):
+    """A producer's output read by another node, or returned to the caller, must stay its
+    own array; a Concat along another axis has no channel slices."""
+    mb = _fire(**{case: True} if case != "axis" else {"axis": 2})
+    x = np.random.default_rng(4).standard_normal((1, 16, 9, 9)).astype(np.float32)
+    sess, ref = _both(mb, x)
+    assert not _steps(sess, inplace._Joined)
+    for o, r in zip(sess.run(None, {"x": x}), ref.run(None, {"x": x})):
+        np.testing.assert_allclose(o, r, rtol=1e-5, atol=1e-6)
+
+
+def test_float16_convs_copy_into_their_slices():
+    """The compiled conv computes float16 in float32: its result is copied into the slice."""
+    mb = _fire(dtype=np.float16)
+    x = np.random.default_rng(5).standard_normal((1, 16, 9, 9)).astype(np.float16)
+    sess, ref = _both(mb, x)
+    fell_back = _spy_fallbacks(sess)
+    np.testing.assert_allclose(sess.run(None, {"x": x})[0].astype(np.float32),
+                               ref.run(None, {"x": x})[0].astype(np.float32), rtol=2e-3,
+                               atol=2e-3)
+    assert not fell_back
+
+
+def test_parallel_execution_mode():
+    """ORT_PARALLEL runs the two expands on different threads: the later one still waits
+    for the first (its extra input) and both write their own slices."""
+    mb = _fire()
+    x = np.random.default_rng(6).standard_normal((1, 16, 9, 9)).astype(np.float32)
+    sess, ref = _both(mb, x, execution_mode=onnxrt.ExecutionMode.ORT_PARALLEL,
+                      inter_op_num_threads=2)
+    want = ref.run(None, {"x": x})[0]
+    for _ in range(5):
+        np.testing.assert_allclose(sess.run(None, {"x": x})[0], want, rtol=1e-5, atol=1e-6)
