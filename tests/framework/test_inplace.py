@@ -146,3 +146,20 @@ def test_parallel_execution_mode():
     want = ref.run(None, {"x": x})[0]
     for _ in range(5):
         np.testing.assert_allclose(sess.run(None, {"x": x})[0], want, rtol=1e-5, atol=1e-6)
+
+
+def test_profile_lists_the_nodes_own_inputs(tmp_path):
+    """The later producer's planner-added input stays out of the trace: each Conv event
+    lists X, W and B, as onnxruntime's do."""
+    import json
+    so = onnxrt.SessionOptions()
+    so.enable_profiling = True
+    so.profile_file_prefix = str(tmp_path / "p")
+    sess = onnxrt.InferenceSession(_fire(), so)
+    assert _steps(sess, inplace._Later)
+    sess.run(None, {"x": np.ones((1, 16, 9, 9), np.float32)})
+    events = json.load(open(sess.end_profiling()))
+    convs = [e for e in events if e.get("cat") == "Node" and e["args"].get("op_name") in
+             ("Conv", "FusedConv") and e["name"].endswith("_kernel_time")]
+    assert len(convs) == 3
+    assert all(len(e["args"]["input_type_shape"]) == 3 for e in convs)

@@ -70,10 +70,14 @@ class Profiler:
         end = time.perf_counter_ns()
         if not self.active:
             return
-        # keep the hot path short: only references and shapes now, formatting at the end
+        # keep the hot path short: only references and shapes now, formatting at the end;
+        # the node's own (and implicit) inputs only, not a step's planner-added ones
+        # (plan/inplace.py)
+        node = step.node
+        own = len(node.inputs) + len(getattr(node, "implicit_inputs", ()) or ())
         ins = [(getattr(a, "dtype", None), getattr(a, "shape", None), _nbytes(a),
                 type(a).__name__ if not hasattr(a, "dtype") else "")
-               for a in args if a is not None]
+               for a in args[:own] if a is not None]
         res = [(getattr(o, "dtype", None), getattr(o, "shape", None), _nbytes(o),
                 type(o).__name__ if not hasattr(o, "dtype") else "")
                for o in outs if o is not None]
