@@ -17,7 +17,7 @@ from models import model
 
 
 def _fire(batch="N", dtype=np.float32, extra_reader=False, expose=False, axis=1,
-          pool_branch=False):
+          pool_branch=False, sq=8):
     """squeezenet's fire module: a 1x1 squeeze, then a 1x1 and a 3x3 expand of it joined
     along the channels (optionally a third branch, a max pool of the squeeze)."""
     rng = np.random.default_rng(0)
@@ -27,8 +27,8 @@ def _fire(batch="N", dtype=np.float32, extra_reader=False, expose=False, axis=1,
         return numpy_helper.from_array((rng.standard_normal(shape) * 0.2).astype(dtype), name)
 
     m1 = 12 if axis == 1 else 20     # along another axis the channels must agree
-    inits = [w("ws", 8, 16, 1, 1), w("bs", 8), w("w1", m1, 8, 1, 1), w("b1", m1),
-             w("w3", 20, 8, 3, 3), w("b3", 20)]
+    inits = [w("ws", sq, 16, 1, 1), w("bs", sq), w("w1", m1, sq, 1, 1), w("b1", m1),
+             w("w3", 20, sq, 3, 3), w("b3", 20)]
     nodes = [h.make_node("Conv", ["x", "ws", "bs"], ["s0"]),
              h.make_node("Relu", ["s0"], ["s"]),
              h.make_node("Conv", ["s", "w1", "b1"], ["e1c"]),
@@ -102,14 +102,30 @@ def test_outputs_of_two_runs_are_separate_arrays():
     assert not np.shares_memory(y1, y2)
 
 
-def test_a_batch_of_two_falls_back_to_the_copy():
-    mb = _fire()
-    x = np.random.default_rng(3).standard_normal((2, 16, 9, 9)).astype(np.float32)
-    sess, ref = _both(mb, x)
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("sq", [8, 64])
+def test_a_batch_writes_strided_slices(threads, sq):
+    """Beyond one image each conv's slice of channels is strided: the compiled conv writes
+    through it (images, bands or channel blocks over the threads; im2col, or with 64
+    squeeze channels the 3x3 expand's tap-by-tap products), the Concat copies nothing."""
+    mb = _fire(sq=sq)
+    x = np.random.default_rng(3).standard_normal((3, 16, 9, 9)).astype(np.float32)
+    sess, ref = _both(mb, x, intra_op_num_threads=threads)
     fell_back = _spy_fallbacks(sess)
     np.testing.assert_allclose(sess.run(None, {"x": x})[0], ref.run(None, {"x": x})[0],
                                rtol=1e-5, atol=1e-6)
-    assert fell_back == [1]
+    assert not fell_back
+
+
+def test_batch_size_changing_between_runs():
+    """The joined array is sized per run from the producers' output shapes."""
+    mb = _fire(batch="N")
+    sess = onnxrt.InferenceSession(mb)
+    ref = onnxruntime.InferenceSession(mb, providers=["CPUExecutionProvider"])
+    for b in (1, 2, 1):
+        x = np.random.default_rng(b).standard_normal((b, 16, 9, 9)).astype(np.float32)
+        np.testing.assert_allclose(sess.run(None, {"x": x})[0], ref.run(None, {"x": x})[0],
+                                   rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("case", ["extra_reader", "expose", "axis"])

@@ -394,8 +394,9 @@ class Conv:
 
     def __call__(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
                  z: np.ndarray | None = None, out: np.ndarray | None = None) -> np.ndarray:
-        """The convolution; with ``out`` (the output's shape and dtype, C-contiguous) written
-        into it: by the compiled GemmConv directly, else copied."""
+        """The convolution; with ``out`` (the output's shape and dtype, C-contiguous or a
+        slice of channels of a C-contiguous array) written into it: by the compiled GemmConv
+        directly, else copied."""
         if out is not None:
             y = self._conv(x, w, b, z, out)
             if y is not out:
@@ -424,8 +425,12 @@ class Conv:
                 and (z is None or tuple(z.shape) == (x.shape[0], pk.M) + tuple(geo.out))):
             kind, alpha, beta = self._epi_kind
             into = None
-            if out is not None and out.dtype == self._gemm.w.dtype and out.flags.c_contiguous:
+            if out is not None and out.dtype == self._gemm.w.dtype:
+                # (N, M, L): a view where out is contiguous or a slice of channels of a
+                # contiguous array (jit.GemmConv takes both)
                 into = out.reshape(x.shape[0], pk.M, -1)
+                if not np.may_share_memory(into, out):     # reshape had to copy
+                    into = None
             y = self._gemm(x, bias, z, kind, alpha, beta, strides, dil, list(geo.begin),
                            list(geo.out), into)
             if into is not None:

@@ -513,7 +513,7 @@ def _gemm_conv_items(gemm, x, w, y, b, has_b, z, has_z, kind, alpha, beta, one, 
     padding, whose input is its own column matrix), one BLAS product of the weight rows
     w (M, Cg*KH*KW) into y through ``gemm`` (cblas_sgemm/dgemm of providers/cpu/blas.py, called
     without the GIL), then the epilogue on the block while it is in cache."""
-    m_all = w.shape[0]
+    m_all = y.shape[1]      # y's channels: this conv's, or a joined output's (_channels_of)
     kk = w.shape[1]
     cg = kk // (kh_n * kw_n)
     ldc = y.shape[2]
@@ -602,7 +602,7 @@ def _taps_conv_items(gemm, x, wt, y, b, has_b, z, has_z, kind, alpha, beta, one,
         for m in range(m0, m1):
             for r in range(nr):
                 s0 = np.uint64((m - m0) * nr * wp + r * wp)
-                d0 = np.uint64((i * m_n + m) * ldc_y + (r0 + r) * ow_n)
+                d0 = np.uint64((i * y.shape[1] + m) * ldc_y + (r0 + r) * ow_n)
                 for j in range(np.uint64(ow_n)):
                     yf[d0 + j] = tmp[s0 + j]
         if has_b or has_z or kind != 0:
@@ -1082,8 +1082,9 @@ class GemmConv:
                  kind: int, alpha: float, beta: float, strides: list[int], dil: list[int],
                  begin: list[int], out_sp: list[int], out: np.ndarray | None = None
                  ) -> np.ndarray:
-        """The output (N, M, OH*OW), written into ``out`` when given (that shape, the
-        weight's dtype, C-contiguous)."""
+        """The output (N, M, OH*OW), written into ``out`` when given: that shape, the
+        weight's dtype, C-contiguous or a slice of channels of a C-contiguous array (the
+        joined output of plan/inplace.py)."""
         if x.ndim == 3:
             x, strides, dil, begin, out_sp = (x[:, :, None], [1] + strides, [1] + dil,
                                               [0] + begin, [1] + out_sp)
@@ -1096,7 +1097,8 @@ class GemmConv:
         oh, ow = out_sp
         direct = (kh == 1 and kw == 1 and strides == [1, 1] and begin == [0, 0]
                   and (oh, ow) == x.shape[2:])
-        y = np.empty((n, self.m, oh * ow), dtype=self.w.dtype) if out is None else out
+        y = np.empty((n, self.m, oh * ow), dtype=self.w.dtype) if out is None else \
+            _channels_of(out)
         items, mode = self._plan(n, (oh, ow), direct, intra.threads())
         dt = self.w.dtype
         b = self.nob if bias is None else np.ascontiguousarray(bias, dtype=dt)
@@ -1123,6 +1125,23 @@ class GemmConv:
                   (native, lambda ji, jf: _K["pack"](ji, jf, *head, items, geo))
                   if dt == np.float32 else None)
         return y
+
+
+def _channels_of(out: np.ndarray) -> np.ndarray:
+    """``out`` (N, M, L), C-contiguous or channels c0..c0+M of a C-contiguous (N, T, L)
+    array, as the kernels' y: itself, or that array seen from channel c0 on, (N, T, L)
+    with out's strides. The kernels index y by its own shape and write channels below M
+    only, so nothing past out's channels is touched (the view's last image runs past the
+    array's end and is never read there)."""
+    if out.flags.c_contiguous:
+        return out
+    n, m, ln = out.shape
+    it = out.itemsize
+    if out.strides[2] != it or out.strides[1] != ln * it or out.strides[0] % (ln * it):
+        raise ValueError(f"GemmConv: out with strides {out.strides} is not a channel slice "
+                         f"of a contiguous array")
+    t = out.strides[0] // (ln * it)
+    return np.lib.stride_tricks.as_strided(out, (n, t, ln), out.strides)
 
 
 def gemm_conv_kernel(w: np.ndarray, group: int) -> GemmConv | None:
