@@ -47,7 +47,7 @@ def _fire(batch="N", dtype=np.float32, extra_reader=False, expose=False, axis=1,
         nodes.append(h.make_node("Neg", ["e3"], ["other"]))
         outs.append(h.make_tensor_value_info("other", tt, None))
     if expose:
-        outs.append(h.make_tensor_value_info("e1", tt, None))
+        outs.append(h.make_tensor_value_info("e1", tt, [batch, m1, 9, 9]))
     return model(nodes, [h.make_tensor_value_info("x", tt, [batch, 16, 9, 9])], outs,
                  inits).SerializeToString()
 
@@ -79,11 +79,10 @@ def test_fire_module_at_batch_one_writes_in_place(pool_branch):
     mb = _fire(pool_branch=pool_branch)
     x = np.random.default_rng(1).standard_normal((1, 16, 9, 9)).astype(np.float32)
     sess, ref = _both(mb, x)
-    if pool_branch:     # a pool cannot write into the output: the copy stays
-        assert not _steps(sess, inplace._Joined)
-    else:
-        assert len(_steps(sess, inplace._First)) == 1
-        assert len(_steps(sess, inplace._Later)) == 1
+    # a pool cannot write into the output: the Concat copies its part only
+    assert len(_steps(sess, inplace._Joined)) == 1
+    assert len(_steps(sess, inplace._First)) == 1
+    assert len(_steps(sess, inplace._Later)) == 1
     fell_back = _spy_fallbacks(sess)
     y = sess.run(None, {"x": x})[0]
     np.testing.assert_allclose(y, ref.run(None, {"x": x})[0], rtol=1e-5, atol=1e-6)
@@ -129,15 +128,67 @@ def test_batch_size_changing_between_runs():
 
 
 @pytest.mark.parametrize("case", ["extra_reader", "expose", "axis"])
-def test_no_rewrite_where_a_slice_would_be_seen(case):
-    """A producer's output read by another node, or returned to the caller, must stay its
-    own array; a Concat along another axis has no channel slices."""
+def test_no_slice_where_another_reader_would_see_it(case):
+    """A producer's output read by another node, or returned to the caller, stays its own
+    array (the Concat copies it; the other expand still writes in place); a Concat along
+    another axis has no channel slices."""
     mb = _fire(**{case: True} if case != "axis" else {"axis": 2})
     x = np.random.default_rng(4).standard_normal((1, 16, 9, 9)).astype(np.float32)
     sess, ref = _both(mb, x)
-    assert not _steps(sess, inplace._Joined)
+    assert len(_steps(sess, inplace._Joined)) == (0 if case == "axis" else 1)
+    assert len(_steps(sess, inplace._First)) == (0 if case == "axis" else 1)
+    assert not _steps(sess, inplace._Later)
     for o, r in zip(sess.run(None, {"x": x}), ref.run(None, {"x": x})):
         np.testing.assert_allclose(o, r, rtol=1e-5, atol=1e-6)
+
+
+def _dense_block(layers=3, bn=False):
+    """densenet's pattern: each layer's new features join everything before them, each
+    Concat extending the previous one's output, which the next layer reads too (with ``bn``
+    through BatchNormalization -> Relu, fused into a per-channel affine); the block input
+    is a pool's output (copied once)."""
+    rng = np.random.default_rng(0)
+    inits, nodes = [], [h.make_node("MaxPool", ["x"], ["c0"], kernel_shape=[2, 2],
+                                    strides=[2, 2])]
+    prev, ch = "c0", 8
+    for k in range(1, layers + 1):
+        inits += [numpy_helper.from_array((rng.standard_normal((4, ch, 3, 3)) * 0.2)
+                                          .astype(np.float32), f"w{k}")]
+        src = prev
+        if bn:
+            for name in ("g", "b", "m", "v"):
+                vals = rng.standard_normal(ch).astype(np.float32) * 0.3
+                inits.append(numpy_helper.from_array(
+                    np.abs(vals) + 0.5 if name in "gv" else vals, f"{name}{k}"))
+            nodes.append(h.make_node("BatchNormalization",
+                                     [prev, f"g{k}", f"b{k}", f"m{k}", f"v{k}"], [f"bn{k}"]))
+            src = f"bn{k}"
+        nodes += [h.make_node("Relu", [src], [f"r{k}"]),
+                  h.make_node("Conv", [f"r{k}", f"w{k}"], [f"n{k}"], pads=[1, 1, 1, 1]),
+                  h.make_node("Concat", [prev, f"n{k}"], [f"c{k}"], axis=1)]
+        prev, ch = f"c{k}", ch + 4
+    nodes.append(h.make_node("Sigmoid", [prev], ["y"]))
+    return model(nodes, [h.make_tensor_value_info("x", T.FLOAT, ["N", 8, 10, 10])],
+                 [h.make_tensor_value_info("y", T.FLOAT, None)], inits).SerializeToString()
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.parametrize("bn", [False, True])
+def test_dense_block_shares_one_array(batch, bn):
+    """One array for the block; the per-channel affine reads its strided prefix where it
+    lies beyond one image."""
+    mb = _dense_block(bn=bn)
+    x = np.random.default_rng(8).standard_normal((batch, 8, 10, 10)).astype(np.float32)
+    sess, ref = _both(mb, x, intra_op_num_threads=2)
+    assert len(_steps(sess, inplace._Joined)) == 3
+    assert len(_steps(sess, inplace._First)) == 1 and len(_steps(sess, inplace._Later)) == 2
+    fell_back = _spy_fallbacks(sess)
+    np.testing.assert_allclose(sess.run(None, {"x": x})[0], ref.run(None, {"x": x})[0],
+                               rtol=1e-5, atol=1e-6)
+    assert not fell_back
+    if bn:
+        assert sum(getattr(st.fn, "affine", None) is not None
+                   for st in sess._plan.steps) == 3
 
 
 def test_float16_convs_copy_into_their_slices():

@@ -81,30 +81,59 @@ class _Later:
 
 
 class _Joined:
-    """The Concat: its inputs' common array when they are its adjacent slices, in order,
-    covering it; else the concatenation as before."""
+    """A Concat of a chain: returns its part of the joined array (the whole array, or for a
+    Concat inside a chain the prefix the next one extends) once every input is in its
+    slice: written there by its producer, the previous Concat's prefix, or copied now (an
+    input no kernel wrote in place). The joined array is found through the writers'
+    outputs only; without one in place, the plain concatenation."""
 
-    def __init__(self, fn: Callable[..., Any], total: int, bounds: list[tuple[int, int]]
-                 ) -> None:
-        self.fn, self.total, self.bounds = fn, total, bounds
+    def __init__(self, fn: Callable[..., Any], total: int, bounds: list[tuple[int, int]],
+                 writers: list[int]) -> None:
+        self.fn, self.total, self.bounds, self.writers = fn, total, bounds, writers
+        self.end = bounds[-1][1]
 
     def __call__(self, *xs: Any) -> Any:
-        whole = getattr(xs[0], "base", None)
-        if isinstance(whole, np.ndarray) and whole.ndim >= 2 and whole.shape[1] == self.total:
-            step = whole.strides[1]
-            start = whole.ctypes.data
-            if all(isinstance(x, np.ndarray) and x.base is whole
-                   and x.ctypes.data == start + lo * step and x.shape[1] == hi - lo
-                   and x.shape[2:] == whole.shape[2:] and x.shape[0] == whole.shape[0]
-                   for x, (lo, hi) in zip(xs, self.bounds)):
-                return whole
-        return self.fn(*xs)
+        whole = None
+        for k in self.writers:
+            b = getattr(xs[k], "base", None)
+            if (isinstance(b, np.ndarray) and b.ndim >= 2 and b.shape[1] == self.total
+                    and b.flags.c_contiguous
+                    and xs[k].ctypes.data == b.ctypes.data + self.bounds[k][0] * b.strides[1]):
+                whole = b
+                break
+        if whole is None:
+            return self.fn(*xs)
+        n, sp, step, start = whole.shape[0], whole.shape[2:], whole.strides[1], whole.ctypes.data
+        for x, (lo, hi) in zip(xs, self.bounds):
+            if (not isinstance(x, np.ndarray) or x.dtype != whole.dtype
+                    or x.shape != (n, hi - lo) + sp):
+                return self.fn(*xs)
+        for x, (lo, hi) in zip(xs, self.bounds):
+            if x.base is whole and x.ctypes.data == start + lo * step:
+                continue
+            if np.may_share_memory(x, whole):
+                return self.fn(*xs)
+            whole[:, lo:hi] = x     # an input no kernel wrote in place: copied here
+        return whole if self.end == self.total else whole[:, :self.end]
+
+
+def _static_channels(t: Any) -> int | None:
+    """Axis 1 of a tensor type when shape inference fixed it."""
+    try:
+        dims = t.tensor_type.shape.dim
+        return int(dims[1].dim_value) if len(dims) > 1 and dims[1].HasField("dim_value") \
+            else None
+    except AttributeError:
+        return None
 
 
 def concat_in_place(steps: list[Step], keep: set[int]) -> list[Step]:
-    """``steps`` with every Concat along axis 1 whose inputs all qualify rewritten as the
-    module docstring says. ``keep``: slots read after the plan (graph outputs), never the
-    output of a rewritten producer."""
+    """``steps`` with the Concats along axis 1 rewritten as the module docstring says, alone
+    or in chains (densenet's: each Concat extends the previous one's output, which other
+    nodes read too; the chain shares one array sized for its last Concat). An input is a
+    writer (the single-use output of a kernel offering the protocol), the previous Concat's
+    prefix, or copied by its Concat (its channels known from shape inference); a chain
+    needs one writer. ``keep``: slots read after the plan (graph outputs), never rewritten."""
     producer: dict[int, int] = {}
     readers: dict[int, int] = {}
     for i, st in enumerate(steps):
@@ -112,31 +141,67 @@ def concat_in_place(steps: list[Step], keep: set[int]) -> list[Step]:
             producer[s] = i
         for s in st.ins:
             readers[s] = readers.get(s, 0) + 1
-    out = list(steps)
+    # the Concats, and per input its writer's channels (None: not a writer)
+    cands: dict[int, list[int | None]] = {}
     for ci, st in enumerate(steps):
         node = st.node
         if (node.op_type != "Concat" or node.domain not in ("", "ai.onnx")
-                or st.mode != MODE_SINGLE or len(st.ins) < 2 or len(set(st.ins)) != len(st.ins)):
+                or st.mode != MODE_SINGLE or len(st.ins) < 2 or len(set(st.ins)) != len(st.ins)
+                or int(node.attrs.get("axis", 1)) != 1 or st.outs[0] in keep):
             continue
-        pis = [producer.get(s) for s in st.ins]
-        if any(p is None or steps[p].provider != st.provider for p in pis):
+        wr = []
+        for s in st.ins:
+            p = producer.get(s)
+            ok = (p is not None and steps[p].provider == st.provider and readers.get(s) == 1
+                  and s not in keep)
+            wr.append(_writer(steps[p]) if ok else None)
+        cands[ci] = wr
+    # chains: a Concat whose first input is the output of the one before (its only such
+    # successor)
+    succ: dict[int, list[int]] = {}
+    for ci in cands:
+        p = producer.get(steps[ci].ins[0])
+        if p in cands:
+            succ.setdefault(p, []).append(ci)
+    nxt = {p: cs[0] for p, cs in succ.items() if len(cs) == 1}
+    prv = {c: p for p, c in nxt.items()}
+    out = list(steps)
+    for head in sorted(c for c in cands if c not in prv):
+        chain = [head]
+        while chain[-1] in nxt:
+            chain.append(nxt[chain[-1]])
+        plans = []      # per Concat: bounds, writer positions
+        end = 0
+        for k, ci in enumerate(chain):
+            st = steps[ci]
+            bounds, writers = [], []
+            pos = 0
+            for j, (s, w) in enumerate(zip(st.ins, cands[ci])):
+                if j == 0 and k > 0:
+                    c = end                             # the previous Concat's prefix
+                elif w is not None:
+                    c = w
+                    writers.append(j)
+                else:
+                    c = _static_channels(st.node.input_types[j]
+                                         if j < len(st.node.input_types) else None)
+                if c is None or c <= 0:
+                    break
+                bounds.append((pos, pos + c))
+                pos += c
+            else:
+                end = pos
+                plans.append((ci, bounds, writers))
+                continue
+            break                                       # channels unknown: the chain ends
+        if not any(w for _, _, w in plans):
             continue
-        chans = [_writer(steps[p]) for p in pis]
-        if any(c is None for c in chans) or any(readers.get(s, 0) != 1 or s in keep
-                                                 for s in st.ins):
-            continue
-        # axis 1 of the producers' outputs (rank: the kernels' own outputs, N-d convs)
-        axis = int(node.attrs.get("axis", 1))
-        if axis != 1:
-            continue
-        bounds = []
-        total = 0
-        for c in chans:
-            bounds.append((total, total + c))
-            total += c
-        first = min(pis)
+        total = plans[-1][1][-1][1]
+        wsteps = [(producer[steps[ci].ins[j]], bounds[j])
+                  for ci, bounds, ws in plans for j in ws]
+        first = min(p for p, _ in wsteps)
         anchor = steps[first].outs[0]
-        for p, (lo, hi) in zip(pis, bounds):
+        for p, (lo, hi) in wsteps:
             ps = out[p]
             if p == first:
                 out[p] = Step(_First(ps.fn, total, lo, hi), ps.ins, ps.outs, ps.mode, ps.free,
@@ -144,6 +209,8 @@ def concat_in_place(steps: list[Step], keep: set[int]) -> list[Step]:
             else:
                 out[p] = Step(_Later(ps.fn, total, lo, hi), ps.ins + (anchor,), ps.outs,
                               ps.mode, ps.free, ps.node, ps.provider)
-        out[ci] = Step(_Joined(st.fn, total, bounds), st.ins, st.outs, st.mode, st.free,
-                       st.node, st.provider)
+        for ci, bounds, ws in plans:
+            st = steps[ci]
+            out[ci] = Step(_Joined(st.fn, total, bounds, ws), st.ins, st.outs, st.mode,
+                           st.free, st.node, st.provider)
     return out

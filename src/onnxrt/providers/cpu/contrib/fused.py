@@ -12,6 +12,7 @@ from typing import Any, Callable
 import numpy as np
 
 from onnxrt.providers.cpu import CPU
+from onnxrt.providers.cpu.nn import jit
 from onnxrt.providers.cpu.nn.conv import Conv
 from onnxrt.providers.cpu.nn.matmul import Gemm
 
@@ -94,9 +95,12 @@ _AFFINE_LOCK = threading.Lock()
 
 def _affine_loop(x: np.ndarray, s: np.ndarray, b: np.ndarray, y: np.ndarray, code: int,
                  p0: float, p1: float) -> None:
-    """y[i, c, :] = act(x[i, c, :] * s[c] + b[c]) on (N, C, P) arrays; the same products and
-    sums as NumPy's x * s + b (no contraction into FMA), NaN kept as np.maximum keeps it."""
-    n, c, p = x.shape
+    """y[i, c, :] = act(x[i, c, :] * s[c] + b[c]) for the C = len(s) first channels of
+    (N, *, P) arrays (x may be a joined array seen from its first channel, nn/jit.py
+    _channels_of); the same products and sums as NumPy's x * s + b (no contraction into
+    FMA), NaN kept as np.maximum keeps it."""
+    n, p = x.shape[0], x.shape[2]
+    c = s.shape[0]
     for i in range(n):
         for j in range(c):
             sj = s[j]
@@ -169,9 +173,15 @@ class _ChannelAffine:
     def __call__(self, x: np.ndarray) -> np.ndarray:
         """act(x * s + b) for ``applies(x)``; only the compiled codes are applied here."""
         if self.loop is not None:
-            x3 = np.ascontiguousarray(x).reshape(x.shape[0], self.m, -1)
-            y = np.empty_like(x3)
-            self.loop(x3, self.s, self.b, y, self.code, self.p0, self.p1)
+            x3 = x.reshape(x.shape[0], self.m, -1)
+            try:
+                # a prefix of channels of a joined array (densenet's Concat chains written
+                # in place beyond one image, plan/inplace.py) is read where it lies
+                xs = jit._channels_of(x3)
+            except ValueError:
+                xs = np.ascontiguousarray(x3)
+            y = np.empty(x3.shape, np.float32)
+            self.loop(xs, self.s, self.b, y, self.code, self.p0, self.p1)
             return y.reshape(x.shape)
         shape = (1, self.m) + (1,) * (x.ndim - 2)
         y = x * self.s.reshape(shape)
