@@ -186,6 +186,33 @@ def test_pool_matches_numpy_and_ort(op, xs, attrs, calls):
 
 
 @needs_numba
+@pytest.mark.parametrize("hw", [(1, 8), (8, 8), (1, 1), (7, 1), (3, 5), (13, 13)])
+@pytest.mark.parametrize("op,include", [("MaxPool", 0), ("AveragePool", 0),
+                                        ("AveragePool", 1)])
+def test_pool_3x3_same_size_planes(hw, op, include, calls):
+    """The 3x3 stride-1 pool padded by one pixel (_pool3_plane, from 8 wide: flat loops over
+    each plane, the first and last row and column apart; narrower planes in blocks), down
+    to one-pixel planes; NaN and infinities in max pooling as NumPy's path gives them."""
+    xs = (2, 3) + hw
+    attrs = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}
+    if op == "AveragePool":
+        attrs["count_include_pad"] = include
+    x = np.random.default_rng(9).standard_normal(xs).astype(np.float32)
+    if op == "MaxPool":
+        x[0, 0, 0, 0] = np.nan
+        x[1, 2, -1, -1] = np.inf
+        x[1, 1] = -np.inf
+    mb = _model(op, xs, np.float32, attrs)
+    yj, yn = _both(mb, x)
+    assert calls == ["spool"]
+    if op == "MaxPool":
+        np.testing.assert_array_equal(yj, yn)
+    else:
+        np.testing.assert_allclose(yj, yn, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(yj, _ort(mb, x), rtol=1e-5, atol=1e-6)
+
+
+@needs_numba
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 def test_strided_maxpool_nan_inf_and_padding(dt, calls):
     """NaN wins like np.maximum, -inf and +inf pass through, windows at the padded edges."""
