@@ -49,7 +49,7 @@ class SessionOptions:
     """Options of one session (onnxruntime.SessionOptions)."""
 
     # stored and returned, not acted on (yet): what the memory planner of a C++ runtime tunes
-    UNUSED = ("enable_mem_pattern", "enable_mem_reuse",
+    UNUSED = ("enable_mem_pattern",
               "execution_order", "use_per_session_threads", "log_verbosity_level",
               "use_deterministic_compute")
 

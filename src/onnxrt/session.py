@@ -103,7 +103,8 @@ class InferenceSession:
         level = so.graph_optimization_level
         planner = Planner(opsets, functions, KernelAssigner(eps), partition=part,
                           fold_constants=level >= GraphOptimizationLevel.ORT_ENABLE_BASIC,
-                          ir_version=model.ir_version)
+                          ir_version=model.ir_version,
+                          reuse_memory=bool(so.enable_mem_reuse))
         plan = planner.plan_graph(model.graph, is_main=True, path="main")
         # state swapped in only once everything succeeded: a failed rebuild keeps the old one
         self._model = model

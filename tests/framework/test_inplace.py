@@ -230,3 +230,16 @@ def test_profile_lists_the_nodes_own_inputs(tmp_path):
              ("Conv", "FusedConv") and e["name"].endswith("_kernel_time")]
     assert len(convs) == 3
     assert all(len(e["args"]["input_type_shape"]) == 3 for e in convs)
+
+
+def test_enable_mem_reuse_off_keeps_every_copy():
+    """onnxruntime's SessionOptions.enable_mem_reuse = False turns the in-place Concats off."""
+    so = onnxrt.SessionOptions()
+    so.enable_mem_reuse = False
+    assert "enable_mem_reuse" not in onnxrt.SessionOptions.UNUSED
+    sess = onnxrt.InferenceSession(_fire(), so)
+    assert not _steps(sess, inplace._Joined) and not _steps(sess, inplace._First)
+    x = np.random.default_rng(10).standard_normal((1, 16, 9, 9)).astype(np.float32)
+    ref = onnxruntime.InferenceSession(_fire(), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(sess.run(None, {"x": x})[0], ref.run(None, {"x": x})[0],
+                               rtol=1e-5, atol=1e-6)

@@ -206,12 +206,14 @@ class Planner:
 
     def __init__(self, opsets: dict[str, int], functions: dict[tuple[str, str], onnx.FunctionProto],
                  assigner: KernelAssigner, *, partition: Partition | None = None,
-                 fold_constants: bool = True, ir_version: int = 8) -> None:
+                 fold_constants: bool = True, ir_version: int = 8,
+                 reuse_memory: bool = True) -> None:
         self.opsets = {("" if k == "ai.onnx" else k): v for k, v in opsets.items()}
         self.functions = functions
         self.assigner = assigner
         self.partition = partition
         self.fold_constants = fold_constants
+        self.reuse_memory = reuse_memory      # Concat inputs written in place (inplace.py)
         # before IR 4 every initializer was also listed as a graph input, and such inputs are
         # constants, not overridable (onnxruntime treats them the same way)
         self.initializer_inputs_are_constant = ir_version < 4
@@ -433,7 +435,8 @@ class Planner:
             output_slots.append(s)
             output_types.append(vi.type if vi.HasField("type") else None)
 
-        steps = concat_in_place(steps, set(output_slots))
+        if self.reuse_memory:
+            steps = concat_in_place(steps, set(output_slots))
         steps = _with_frees(steps, output_slots, input_slots, outer_slots,
                             {slots[n] for n in constants if n in slots} |
                             {slots[n] for n in init_names if n in slots} |
