@@ -7,7 +7,6 @@ scaled, masked softmax in between, the heads split over the session's threads.""
 from __future__ import annotations
 
 import math
-import threading
 from typing import Any
 
 import numpy as np
@@ -79,34 +78,31 @@ def _heads(gemm, qkv, out, ab, has_ab, scale, causal, mask_value, n, dq, dk, dv,
 
 
 _HEADS: list[Any] = []
-_HEADS_LOCK = threading.Lock()
 
 
 def _heads_kernel() -> Any:
-    """The compiled _heads (numba's disk cache or compiled once per process), or None where
-    numba is missing or disabled, or no BLAS has a cblas gemm to call
-    (providers/cpu/blas.py)."""
+    """(the compiled _heads, the gemm it calls) from numba's disk cache or compiled once per
+    process, or None where numba is missing or disabled, or no BLAS has a cblas gemm to
+    call (providers/cpu/blas.py)."""
     from onnxrt.providers.cpu import blas
     from onnxrt.providers.cpu.nn import jit
-    if not jit.enabled():
-        return None
-    with _HEADS_LOCK:
-        if not _HEADS:
-            fn = None
-            gemm = blas.gemm(np.float32) if jit._load() is not None else None
-            if gemm is not None:
-                import numba
-                # _heads calls the compiled row softmax (reassociation lets its sum
-                # vectorize; contraction gives fused multiply-adds)
-                globals()["_exp_nonpos"] = vmath.compiled()
-                globals()["_softmax_row"] = jit._njit(numba, _softmax_row,
-                                                      fastmath={"reassoc", "contract"})
-                fn = jit._njit(numba, _heads)
-                q = np.zeros((1, 1, 3), np.float32)
-                fn(gemm, q, np.empty((1, 1, 1), np.float32), np.zeros((1, 1, 1, 1), np.float32),
-                   False, np.float32(1), False, np.float32(0), 1, 1, 1, 1, 0, 1)
-            _HEADS.append((fn, gemm))
-    return _HEADS[0] if _HEADS[0][0] is not None else None
+
+    def build(numba: Any) -> Any:
+        gemm = blas.gemm(np.float32)
+        if gemm is None:
+            return None
+        # _heads calls the compiled row softmax (reassociation lets its sum vectorize;
+        # contraction gives fused multiply-adds), which inlines vmath's exp
+        globals()["_exp_nonpos"] = vmath.compiled()
+        globals()["_softmax_row"] = jit._njit(numba, _softmax_row,
+                                              fastmath={"reassoc", "contract"})
+        fn = jit._njit(numba, _heads)
+        q = np.zeros((1, 1, 3), np.float32)
+        fn(gemm, q, np.empty((1, 1, 1), np.float32), np.zeros((1, 1, 1, 1), np.float32),
+           False, np.float32(1), False, np.float32(0), 1, 1, 1, 1, 0, 1)
+        return fn, gemm
+
+    return jit.compile_once(_HEADS, build)
 
 
 def _softmax_(s: np.ndarray) -> np.ndarray:

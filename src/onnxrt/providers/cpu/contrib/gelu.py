@@ -3,13 +3,13 @@ as one compiled pass where numba is enabled."""
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import numpy as np
 
 from onnxrt.execute import intra
 from onnxrt.providers.cpu import CPU, vmath
+from onnxrt.providers.cpu.activations import _SQRT_2_OVER_PI
 from onnxrt.providers.cpu.activations import gelu as _onnx_gelu
 from onnxrt.providers.cpu.elementwise import _ERF_A
 
@@ -29,10 +29,8 @@ _ERF_P = (0.9995930793531125, 0.0032669689595047485, -0.012255908109799884,
           -0.00113001804879523)
 _ERF_A32 = tuple(float(v) for v in _ERF_A)
 _GELU: list[Any] = []
-_GELU_LOCK = threading.Lock()
 _FAST: list[Any] = []
 _exp_nonpos = vmath.exp_nonpos     # compiled into _fast_gelu_rows by its kernel
-_SQRT_2_OVER_PI = 0.7978845608028654
 # a call splits its rows over the session's threads from this many elements on
 _PAR_MIN = 1 << 20
 
@@ -65,28 +63,23 @@ def _gelu_rows(x: np.ndarray, b: np.ndarray, y: np.ndarray, has_b: bool, lo: int
             yr[j] = np.float32(0.5) * v * (one + e)
 
 
-def _gelu_kernel() -> Any:
-    """The compiled loop (numba's disk cache or compiled once per process), or None where
-    numba is missing or disabled (ONNXRT_JIT=0)."""
+def _rows_kernel(slot: list[Any], rows: Any, fastmath: set[str]) -> Any:
+    """A GELU row loop compiled (numba's disk cache or once per process) and warmed, or
+    None where numba is missing or disabled (ONNXRT_JIT=0)."""
     from onnxrt.providers.cpu.nn import jit
-    if not jit.enabled():
-        return None
-    with _GELU_LOCK:
-        if not _GELU:
-            try:
-                import numba
-                opts = dict(nogil=True, error_model="numpy",
-                            fastmath={"contract", "nsz", "arcp"})
-                try:
-                    fn = numba.njit(cache=True, **opts)(_gelu_rows)
-                except Exception:   # no writable cache location
-                    fn = numba.njit(**opts)(_gelu_rows)
-                x = np.zeros((1, 1), np.float32)
-                fn(x, x[0], np.empty_like(x), True, 0, 1)   # compile now
-            except Exception:
-                fn = None
-            _GELU.append(fn)
-    return _GELU[0]
+
+    def build(numba: Any) -> Any:
+        globals()["_exp_nonpos"] = vmath.compiled()     # inlined into _fast_gelu_rows
+        fn = jit._njit(numba, rows, fastmath=fastmath)
+        x = np.zeros((1, 1), np.float32)
+        fn(x, x[0], np.empty_like(x), True, 0, 1)   # compile now
+        return fn
+
+    return jit.compile_once(slot, build)
+
+
+def _gelu_kernel() -> Any:
+    return _rows_kernel(_GELU, _gelu_rows, {"contract", "nsz", "arcp"})
 
 
 def _rows_ok(loop: Any, x: np.ndarray, bias: np.ndarray | None) -> bool:
@@ -107,33 +100,36 @@ def _run_rows(loop: Any, x: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
     return y.reshape(x.shape)
 
 
-class _ErfGelu:
-    """gelu(x [+ bias]): compiled for float32 with a 1-D bias over the last axis, NumPy
-    otherwise."""
+class _RowsGelu:
+    """gelu(x [+ bias]) in one of its forms: compiled for float32 with a 1-D bias over the
+    last axis, NumPy otherwise."""
+
+    approximate = "none"
+    kernel: Any = staticmethod(_gelu_kernel)
 
     def __init__(self, node: Any) -> None:
-        self.loop = _gelu_kernel()
+        self.loop = self.kernel()
 
     def __call__(self, x: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
         if _rows_ok(self.loop, x, bias):
             return _run_rows(self.loop, x, bias)
-        return _onnx_gelu(x if bias is None else x + bias, approximate="none")
+        return _onnx_gelu(x if bias is None else x + bias, approximate=self.approximate)
 
 
 @CPU.kernel("Gelu", since=1, domain=MS, needs_node=True)
-class Gelu(_ErfGelu):
+class Gelu(_RowsGelu):
     """0.5 * x * (1 + erf(x / sqrt(2)))."""
 
     def __call__(self, x: np.ndarray) -> np.ndarray:   # type: ignore[override]
-        return _ErfGelu.__call__(self, x)
+        return _RowsGelu.__call__(self, x)
 
 
 @CPU.kernel("BiasGelu", since=1, domain=MS, needs_node=True)
-class BiasGelu(_ErfGelu):
+class BiasGelu(_RowsGelu):
     """Gelu(a + b), b broadcast over a's last axis."""
 
     def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:   # type: ignore[override]
-        return _ErfGelu.__call__(self, a, b)
+        return _RowsGelu.__call__(self, a, b)
 
 
 def _fast_gelu_rows(x: np.ndarray, b: np.ndarray, y: np.ndarray, has_b: bool, lo: int,
@@ -164,35 +160,15 @@ def _fast_gelu_rows(x: np.ndarray, b: np.ndarray, y: np.ndarray, has_b: bool, lo
 
 
 def _fast_gelu_kernel() -> Any:
-    """The compiled _fast_gelu_rows, or None where numba is missing or disabled."""
-    from onnxrt.providers.cpu.nn import jit
-    if not jit.enabled():
-        return None
-    with _GELU_LOCK:
-        if not _FAST:
-            fn = None
-            if jit._load() is not None:
-                import numba
-                globals()["_exp_nonpos"] = vmath.compiled()
-                fn = jit._njit(numba, _fast_gelu_rows, fastmath={"contract"})
-                x = np.zeros((1, 1), np.float32)
-                fn(x, x[0], np.empty_like(x), True, 0, 1)   # compile now
-            _FAST.append(fn)
-    return _FAST[0]
+    return _rows_kernel(_FAST, _fast_gelu_rows, {"contract"})
 
 
 @CPU.kernel("FastGelu", since=1, domain=MS, needs_node=True)
-class FastGelu:
-    """The tanh approximation of GELU, of ``x + bias`` when a bias is given: compiled for
-    float32 with a 1-D bias over the last axis, NumPy otherwise."""
+class FastGelu(_RowsGelu):
+    """The tanh approximation of GELU, of ``x + bias`` when a bias is given."""
 
-    def __init__(self, node: Any) -> None:
-        self.loop = _fast_gelu_kernel()
-
-    def __call__(self, x: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
-        if _rows_ok(self.loop, x, bias):
-            return _run_rows(self.loop, x, bias)
-        return _onnx_gelu(x if bias is None else x + bias, approximate="tanh")
+    approximate = "tanh"
+    kernel = staticmethod(_fast_gelu_kernel)
 
 
 @CPU.kernel("QuickGelu", since=1, domain=MS)

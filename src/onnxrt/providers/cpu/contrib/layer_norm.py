@@ -6,7 +6,6 @@ LayerNormalization-17)."""
 from __future__ import annotations
 
 import math
-import threading
 from typing import Any
 
 import numpy as np
@@ -56,7 +55,6 @@ def _norm_rows(x, skip, bias, gamma, beta, y, ssum, stats, has_skip, has_bias, h
 
 
 _NORM: list[Any] = []
-_NORM_LOCK = threading.Lock()
 # a call splits its rows over the session's threads from this many elements on (one
 # 128x768 BERT row block takes ~40 us, about what a split costs)
 _NORM_PAR_MIN = 1 << 18
@@ -66,20 +64,16 @@ def _norm_kernel() -> Any:
     """The compiled _norm_rows (numba's disk cache or compiled once per process), or None
     where numba is missing or disabled (ONNXRT_JIT=0)."""
     from onnxrt.providers.cpu.nn import jit
-    if not jit.enabled():
-        return None
-    with _NORM_LOCK:
-        if not _NORM:
-            fn = None
-            if jit._load() is not None:
-                import numba
-                # reassociation lets the float64 row sums vectorize
-                fn = jit._njit(numba, _norm_rows, fastmath={"reassoc", "contract"})
-                x = np.zeros((1, 1), np.float32)
-                fn(x, x, x[0], x[0], x[0], np.empty_like(x), x, np.empty((2, 1), np.float32),
-                   True, True, True, True, False, 1e-5, 0, 1)
-            _NORM.append(fn)
-    return _NORM[0]
+
+    def build(numba: Any) -> Any:
+        # reassociation lets the float64 row sums vectorize
+        fn = jit._njit(numba, _norm_rows, fastmath={"reassoc", "contract"})
+        x = np.zeros((1, 1), np.float32)
+        fn(x, x, x[0], x[0], x[0], np.empty_like(x), x, np.empty((2, 1), np.float32),
+           True, True, True, True, False, 1e-5, 0, 1)
+        return fn
+
+    return jit.compile_once(_NORM, build)
 
 
 def compiled_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray | None, epsilon: float,

@@ -39,7 +39,7 @@ from onnxrt.ir.dtypes import np_dtype
 from onnxrt.providers.cpu import blas
 
 __all__ = ["available", "enabled", "set_enabled", "input_dtype", "conv_kernel", "pool_kernel",
-           "epilogue_kernel", "gemm_conv_kernel", "EPI_KINDS"]
+           "epilogue_kernel", "gemm_conv_kernel", "compile_once", "EPI_KINDS"]
 
 _HAVE = importlib.util.find_spec("numba") is not None
 _ENABLED = [_HAVE and os.environ.get("ONNXRT_JIT", "1") != "0"]
@@ -926,6 +926,30 @@ def _load() -> dict[str, Any] | None:
             g[f.__name__] = numba.njit(error_model="numpy")(f)
         _K["serve"] = _njit(numba, _serve)
     return _K
+
+
+_ONCE_LOCK = threading.Lock()
+
+
+def compile_once(slot: list[Any], build: Callable[[Any], Any]) -> Any:
+    """A kernel another module compiles: ``build(numba)`` run once per process (it loads
+    from numba's disk cache or compiles, and should warm its result so that no run
+    compiles), kept in ``slot`` (that module's empty list); the kernel, or None where numba
+    is missing or disabled (ONNXRT_JIT=0) or ``build`` failed (the NumPy path runs)."""
+    if not enabled():
+        return None
+    if not slot:
+        with _ONCE_LOCK:
+            if not slot:
+                fn = None
+                if _load() is not None:
+                    import numba
+                    try:
+                        fn = build(numba)
+                    except Exception:
+                        fn = None
+                slot.append(fn)
+    return slot[0]
 
 
 def _call(key: str, total: int, spread: bool, args: tuple,
