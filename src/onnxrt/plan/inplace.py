@@ -1,17 +1,22 @@
 """Concatenations written in place: the producers of a Concat along axis 1 write straight
 into their slices of its output, and the Concat step only hands the joined array on.
 
-Where every input of a Concat (axis 1) is the single-use output of a kernel that can write
-into a caller's array, the first of those producers (in step order) allocates the whole
-output and writes its slice; each later producer gets the first one's output as an extra
-input, finds the whole array behind that view (``.base``) and writes its own slice; the
-Concat sees adjacent slices of one array and returns that array instead of copying. Any
-batch size: beyond one image a slice of channels is strided, which the compiled convs
-take (nn/jit.py ``_channels_of``). Whenever a check fails at run time every step does
-what it did before, so the result never depends on this.
+The inputs of such a Concat are writers (single-use outputs of kernels that can write into
+a caller's array), the output of the Concat before it in a chain (densenet's: each Concat
+extends the previous one's output, which other nodes read too), or anything else, copied
+into its slice by the Concat (its channels known from shape inference). A chain of
+Concats shares one array sized for its last one. The first writer (in step order)
+allocates that array and writes its slice; each later writer gets the first one's output
+as an extra input, finds the array behind that view (``.base``) and writes its own slice;
+each Concat returns the array, or the prefix of it the next Concat extends. Any batch
+size: beyond one image a slice of channels is strided, which the compiled convs take
+(nn/jit.py ``_channels_of``). Whenever a check fails at run time the Concat concatenates
+as before, so the result never depends on this; ``SessionOptions.enable_mem_reuse =
+False`` turns it off.
 
-Measured: squeezenet copies 0.35 ms of its 6 ms run at batch 1 in its eight Concats, 3.2
-ms of 34 ms at batch 8.
+Measured (alternating in one process): squeezenet at batch 8 33.5 -> 30.0 ms (its Concats
+copied 3.2 ms of a 34 ms run) and 53 -> 30 MB of peak memory, densenet121 at batch 8 271
+-> 250 ms.
 
 The protocol, offered by a kernel object (the CPU Conv and FusedConv):
 

@@ -388,8 +388,9 @@ class Conv:
         """The output's channels, fixed for the session when the weight is constant."""
         return self.packed.M if self.packed is not None else None
 
-    def output_shape(self, x: np.ndarray, w: np.ndarray, *rest: Any) -> tuple[int, ...]:
-        pk = self.packed if self.packed is not None else _Packed(w, self.group, x.dtype)
+    def output_shape(self, x: np.ndarray, *rest: Any) -> tuple[int, ...]:
+        """For a constant weight (output_channels() is not None)."""
+        pk = self.packed
         return (x.shape[0], pk.M) + tuple(self._geometry(tuple(x.shape[2:]), pk.kernel).out)
 
     def __call__(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
