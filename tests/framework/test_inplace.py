@@ -243,3 +243,25 @@ def test_enable_mem_reuse_off_keeps_every_copy():
     ref = onnxruntime.InferenceSession(_fire(), providers=["CPUExecutionProvider"])
     np.testing.assert_allclose(sess.run(None, {"x": x})[0], ref.run(None, {"x": x})[0],
                                rtol=1e-5, atol=1e-6)
+
+
+def test_a_concat_that_is_a_graph_output():
+    """The caller gets the joined array itself (never a view of a larger one): a Concat
+    that is a graph output ends its chain, and its writers still write in place."""
+    m = _dense_block(layers=2)
+    import onnx
+    mp = onnx.load_from_string(m)
+    mp.graph.output.append(h.make_tensor_value_info("c1", T.FLOAT, ["N", 12, 5, 5]))
+    mp.graph.output.append(h.make_tensor_value_info("c2", T.FLOAT, ["N", 16, 5, 5]))
+    mb = mp.SerializeToString()
+    x = np.random.default_rng(11).standard_normal((2, 8, 10, 10)).astype(np.float32)
+    sess, ref = _both(mb, x)
+    assert len(_steps(sess, inplace._Joined)) == 2
+    fell_back = _spy_fallbacks(sess)
+    outs = sess.run(None, {"x": x})
+    for o, r in zip(outs, ref.run(None, {"x": x})):
+        np.testing.assert_allclose(o, r, rtol=1e-5, atol=1e-6)
+    assert not fell_back
+    c1, c2 = outs[1], outs[2]
+    assert c1.flags.c_contiguous and c2.flags.c_contiguous
+    assert not np.shares_memory(c1, c2)

@@ -138,7 +138,8 @@ def concat_in_place(steps: list[Step], keep: set[int]) -> list[Step]:
     nodes read too; the chain shares one array sized for its last Concat). An input is a
     writer (the single-use output of a kernel offering the protocol), the previous Concat's
     prefix, or copied by its Concat (its channels known from shape inference); a chain
-    needs one writer. ``keep``: slots read after the plan (graph outputs), never rewritten."""
+    needs one writer. ``keep``: slots read after the plan (graph outputs): never a writer's
+    output nor a prefix view."""
     producer: dict[int, int] = {}
     readers: dict[int, int] = {}
     for i, st in enumerate(steps):
@@ -152,7 +153,7 @@ def concat_in_place(steps: list[Step], keep: set[int]) -> list[Step]:
         node = st.node
         if (node.op_type != "Concat" or node.domain not in ("", "ai.onnx")
                 or st.mode != MODE_SINGLE or len(st.ins) < 2 or len(set(st.ins)) != len(st.ins)
-                or int(node.attrs.get("axis", 1)) != 1 or st.outs[0] in keep):
+                or int(node.attrs.get("axis", 1)) != 1):
             continue
         wr = []
         for s in st.ins:
@@ -162,11 +163,12 @@ def concat_in_place(steps: list[Step], keep: set[int]) -> list[Step]:
             wr.append(_writer(steps[p]) if ok else None)
         cands[ci] = wr
     # chains: a Concat whose first input is the output of the one before (its only such
-    # successor)
+    # successor; not a graph output, which must not be a view of a larger array: a Concat
+    # whose output is one ends its chain and returns the whole array)
     succ: dict[int, list[int]] = {}
     for ci in cands:
         p = producer.get(steps[ci].ins[0])
-        if p in cands:
+        if p in cands and steps[p].outs[0] not in keep:
             succ.setdefault(p, []).append(ci)
     nxt = {p: cs[0] for p, cs in succ.items() if len(cs) == 1}
     prv = {c: p for p, c in nxt.items()}
