@@ -80,6 +80,11 @@ CONVS = [  # input shape, weight shape, attributes
     ((1, 3, 16, 40), (3, 1, 1, 7), {"group": 3, "pads": [0, 3, 0, 3]}),
     ((2, 6, 50), (6, 1, 5), {"group": 6, "pads": [2, 2], "strides": [2]}),           # 1-D
     ((1, 8, 16, 16), (8, 1, 3, 3), {"group": 8}),                                      # no pads
+    # 3x3 stride 1 padded by one, from 8 wide: the flat-plane kernel (_dw3_plane)
+    ((2, 4, 8, 8), (4, 1, 3, 3), {"group": 4, "pads": [1, 1, 1, 1]}),
+    ((1, 3, 3, 13), (6, 1, 3, 3), {"group": 3, "pads": [1, 1, 1, 1]}),      # 2 per channel
+    ((1, 6, 14, 14), (6, 1, 3, 3), {"group": 6, "auto_pad": "SAME_UPPER"}),
+    ((1, 2, 28, 9), (2, 1, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}),
     # narrow outputs: the channels-last loops
     ((1, 16, 7, 7), (16, 1, 3, 3), {"group": 16, "pads": [1, 1, 1, 1]}),
     ((2, 6, 17, 23), (12, 1, 3, 3), {"group": 6, "pads": [1, 0, 2, 1], "strides": [2, 2]}),
@@ -98,6 +103,25 @@ def test_depthwise_conv_matches_numpy_and_ort(xs, ws, attrs, calls):
     assert calls == ["dwcl" if yj.shape[-1] < jit._MIN_OUT_W else "conv"]
     np.testing.assert_array_equal(yj, yn)      # same products, same order
     np.testing.assert_allclose(yj, _ort(mb, x), rtol=1e-5, atol=1e-5)
+
+
+@needs_numba
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_depthwise_3x3_planes_nan_inf_and_signed_zeros(dt, calls):
+    """The flat-plane kernel keeps the padded path's sums exactly: NaN and infinities at
+    the corners, edges and inside, zeros of both signs, no bias."""
+    xs = (1, 3, 9, 11)
+    x = np.random.default_rng(12).standard_normal(xs).astype(dt)
+    x[0, 0, 0, 0] = np.nan
+    x[0, 0, 4, 10] = np.inf
+    x[0, 1, 8, 5] = -np.inf
+    x[0, 1, 3, 3] = np.nan
+    x[0, 2] = -0.0
+    mb = _model("Conv", xs, dt, {"group": 3, "pads": [1, 1, 1, 1]}, (3, 1, 3, 3), bias=False)
+    yj, yn = _both(mb, x)
+    assert calls == ["conv"]
+    np.testing.assert_array_equal(yj, yn)
+    np.testing.assert_array_equal(np.signbit(yj[0, 2]), np.signbit(yn[0, 2]))
 
 
 @needs_numba
