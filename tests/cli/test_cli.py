@@ -42,6 +42,13 @@ def test_run_zoo_model_prints_outputs_and_time():
     assert "top:" in r.stdout and "time: median" in r.stdout
 
 
+def test_run_zoo_model_at_another_batch():
+    """The zoo files fix the batch to 1; --batch frees it for a zoo name."""
+    r = onnxrt("run", "squeezenet", "--batch", "3", "--runs", "1", "--warmup", "0")
+    assert r.returncode == 0, r.stderr
+    assert "output softmaxout_1: shape [3, 1000, 1, 1] dtype float32" in r.stdout
+
+
 def test_run_with_input_file_dims_and_output_dir(relu_model, tmp_path):
     x = np.random.default_rng(1).standard_normal((5, 4)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)

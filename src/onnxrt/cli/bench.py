@@ -44,7 +44,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.plot and not args.profile:
         raise CliError("--plot needs --profile")
     sess, path, created = open_session(args.model, args.providers, args.threads,
-                                       profile=args.profile)
+                                       profile=args.profile, batch=args.batch)
     feeds = make_feeds(sess, args.input, args.dim, args.batch)
     batch = args.batch or _batch_of(feeds)
     bar = _progress(args.warmup + args.runs, "bench", args.json)

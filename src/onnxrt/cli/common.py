@@ -19,13 +19,20 @@ def providers_arg(arg: str | None) -> list[str] | None:
 
 def open_session(model: str, providers: str | None, threads: int = 0,
                  level: str | None = None, profile: bool = False,
-                 optimized_path: str = "") -> tuple[Any, str, float]:
+                 optimized_path: str = "", batch: int | None = None
+                 ) -> tuple[Any, str, float]:
+    """The session, the model's path and the creation time. A zoo model asked for at
+    another batch than 1 gets its batch dimension freed first (the zoo files fix it to 1)."""
     import time
 
     import onnxrt as ort
-    from onnxrt.zoo import resolve_model
+    from onnxrt.zoo import free_batch, resolve_model
 
     path = resolve_model(model)
+    src: Any = path
+    if batch is not None and batch != 1 and path != model:
+        import onnx
+        src = free_batch(onnx.load(path)).SerializeToString()
     so = ort.SessionOptions()
     if threads:
         so.intra_op_num_threads = threads
@@ -37,7 +44,7 @@ def open_session(model: str, providers: str | None, threads: int = 0,
     if optimized_path:
         so.optimized_model_filepath = optimized_path
     t = time.perf_counter()
-    sess = ort.InferenceSession(path, so, providers=providers_arg(providers))
+    sess = ort.InferenceSession(src, so, providers=providers_arg(providers))
     return sess, path, time.perf_counter() - t
 
 

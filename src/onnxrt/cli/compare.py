@@ -71,8 +71,9 @@ def _diverges(a: Any, b: Any, rtol: float, atol: float) -> tuple[bool, str]:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    test, path, _ = open_session(args.model, args.providers, level=args.level)
-    ref, _, _ = open_session(args.model, args.against, level=args.level)
+    test, path, _ = open_session(args.model, args.providers, level=args.level,
+                                 batch=args.batch)
+    ref, _, _ = open_session(args.model, args.against, level=args.level, batch=args.batch)
     feeds = make_feeds(ref, args.input, args.dim, args.batch)
     got = test.record_values(feeds)
     want = ref.record_values(feeds)

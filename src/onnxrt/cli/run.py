@@ -27,7 +27,8 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    sess, path, created = open_session(args.model, args.providers, args.threads)
+    sess, path, created = open_session(args.model, args.providers, args.threads,
+                                       batch=args.batch)
     feeds = make_feeds(sess, args.input, args.dim, args.batch)
     for _ in range(max(0, args.warmup)):
         sess.run(None, feeds)
