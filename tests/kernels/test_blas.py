@@ -240,3 +240,22 @@ def test_row_reductions_keep_blas_single_threaded():
     assert seen == [1, 1]
     np.testing.assert_allclose(m, x.astype(np.float64).mean(axis=1), rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(s, x.astype(np.float64).sum(axis=1), rtol=1e-4, atol=1e-4)
+
+
+def test_one_range_calls_of_blas_kernels_keep_blas_single_threaded():
+    """A kernel that calls BLAS, run in one call (one item, or one thread), does so with
+    BLAS single-threaded (execute/intra.py); the others are not slowed by the switch."""
+    from onnxrt.execute import intra
+    from onnxrt.execute.threads import blas_libraries
+    if not blas_libraries():
+        pytest.skip("threadpoolctl sees no BLAS of numpy's here: no thread count to watch")
+    seen = []
+
+    def kernel(lo, hi):
+        seen.append(max(lib.get_num_threads() for lib in blas_libraries()))
+
+    with limit_threads(2):
+        intra.for_ranges(kernel, (), 1, blas=True)
+        intra.native_ranges(0, lambda ji, jf: None, kernel, (), 1, blas=True)
+        intra.for_ranges(kernel, (), 1)
+    assert seen == [1, 1, 2]

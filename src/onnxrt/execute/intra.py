@@ -112,30 +112,34 @@ def parallel_for(n: int, fn: Callable[[int], None]) -> None:
         raise err
 
 
-def for_ranges(fn: Callable[..., None], args: tuple, total: int, spread: bool = True) -> None:
+def for_ranges(fn: Callable[..., None], args: tuple, total: int, spread: bool = True,
+               blas: bool = False) -> None:
     """``fn(*args, lo, hi)`` over items 0..total-1: one contiguous range per thread of the
     session when ``spread`` (the caller's judgement that the work pays for the split), else
-    one call."""
+    one call (with BLAS single-threaded when ``blas``: the kernel calls it, _one_call)."""
     t = threads() if spread else 1
     if t <= 1 or total < 2:
-        _one_call(fn, args, total)
+        _one_call(fn, args, total, blas)
         return
     parts = split(total, t)
     parallel_for(len(parts), lambda k: fn(*args, *parts[k]))
 
 
-def _one_call(fn: Callable[..., None], args: tuple, total: int) -> None:
-    """``fn(*args, 0, total)`` on this thread with BLAS single-threaded: a kernel that
-    splits its own work never hands a part to BLAS's threads, which (with
-    OPENBLAS_THREAD_TIMEOUT unset: numpy imported before onnxrt) spin ~0.1 s after and
-    take the cores from the rest of the run (one such one-item conv made inception_v1
-    run in 49-89 ms instead of 23)."""
-    with single_blas():
+def _one_call(fn: Callable[..., None], args: tuple, total: int, blas: bool) -> None:
+    """``fn(*args, 0, total)`` on this thread; a kernel that calls BLAS (``blas``) with BLAS
+    single-threaded: a kernel splitting its own work never hands a part to BLAS's threads,
+    which (with OPENBLAS_THREAD_TIMEOUT unset: numpy imported before onnxrt) spin ~0.1 s
+    after and take the cores from the rest of the run. Only then: setting and restoring
+    the thread count costs ~2.6 us a call."""
+    if blas:
+        with single_blas():
+            fn(*args, 0, total)
+    else:
         fn(*args, 0, total)
 
 
 def native_ranges(kind: int, pack: Callable[[Any, Any], None], fn: Callable[..., None],
-                  args: tuple, total: int) -> None:
+                  args: tuple, total: int, blas: bool = False) -> None:
     """``for_ranges(fn, args, total)`` for a kernel the hot pool's native serving loop runs
     as ``kind`` (execute/hotpool.py): ``pack(ints, floats)`` writes its arguments into the
     pool's slots, the workers run their ranges without the GIL and this thread runs
@@ -143,7 +147,7 @@ def native_ranges(kind: int, pack: Callable[[Any, Any], None], fn: Callable[...,
     the pool is busy, has no native loop or must not spin, the same as ``for_ranges``."""
     t = threads()
     if t <= 1 or total < 2:
-        _one_call(fn, args, total)
+        _one_call(fn, args, total, blas)
         return
     hot = hotpool.get(default_threads() - 1) if spinning_allowed() else None
     if hot is not None and hot.native and hot.busy.acquire(blocking=False):
@@ -155,7 +159,7 @@ def native_ranges(kind: int, pack: Callable[[Any, Any], None], fn: Callable[...,
         finally:
             hot.busy.release()
         return
-    for_ranges(fn, args, total)
+    for_ranges(fn, args, total, blas=blas)
 
 
 def split(total: int, parts: int, align: int = 1) -> list[tuple[int, int]]:

@@ -274,5 +274,5 @@ class Attention:
         sc = self.scale or 1.0 / math.sqrt(dq // n)
         args = (gemm, qkv, out, ab, attention_bias is not None, np.float32(sc), self.causal,
                 np.float32(self.mask_value), n, dq, dk, dv)
-        intra.for_ranges(fn, args, b * n)
+        intra.for_ranges(fn, args, b * n, blas=True)
         return out.astype(dt, copy=False)

@@ -1048,11 +1048,16 @@ def _call(key: str, total: int, spread: bool, args: tuple,
     """Run kernel ``key`` over items 0..total-1 (its last two arguments): in one call, or
     when ``spread`` in one contiguous range per thread of the session (execute/intra.py):
     as native items (``native`` = (kind, pack), float32 kernels) where the hot pool's
-    serving loop runs them, else as Python items."""
+    serving loop runs them, else as Python items. The kernels that call BLAS keep it
+    single-threaded in a one-range call too (execute/intra.py _one_call)."""
+    blas = key in _BLAS_KERNELS
     if spread and native is not None and _install_native():
-        intra.native_ranges(native[0], native[1], _K[key], args, total)
+        intra.native_ranges(native[0], native[1], _K[key], args, total, blas)
     else:
-        intra.for_ranges(_K[key], args, total, spread)
+        intra.for_ranges(_K[key], args, total, spread, blas)
+
+
+_BLAS_KERNELS = frozenset(("gemm_conv", "taps_conv", "mm"))
 
 
 def _ready(dtype: np.dtype) -> bool:
