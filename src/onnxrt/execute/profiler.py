@@ -74,7 +74,7 @@ class Profiler:
         # the node's own (and implicit) inputs only, not a step's planner-added ones
         # (plan/inplace.py)
         node = step.node
-        own = len(node.inputs) + len(getattr(node, "implicit_inputs", ()) or ())
+        own = len(node.inputs) + len(node.implicit_inputs)
         ins = [(getattr(a, "dtype", None), getattr(a, "shape", None), _nbytes(a),
                 type(a).__name__ if not hasattr(a, "dtype") else "")
                for a in args[:own] if a is not None]

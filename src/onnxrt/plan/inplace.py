@@ -183,7 +183,7 @@ def concat_in_place(steps: list[Step], keep: set[int]) -> list[Step]:
             st = steps[ci]
             bounds, writers = [], []
             pos = 0
-            for j, (s, w) in enumerate(zip(st.ins, cands[ci])):
+            for j, w in enumerate(cands[ci]):
                 if j == 0 and k > 0:
                     c = end                             # the previous Concat's prefix
                 elif w is not None:

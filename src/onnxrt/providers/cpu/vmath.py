@@ -13,7 +13,6 @@ Callers compile it into their own loops with ``compiled()``.
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import numpy as np
@@ -45,14 +44,11 @@ def exp_nonpos(x, bits, scale):
 
 
 _DONE: list[Any] = []
-_LOCK = threading.Lock()
 
 
 def compiled() -> Any:
-    """exp_nonpos compiled to be inlined into its callers (contraction: fused multiply-adds)."""
-    with _LOCK:
-        if not _DONE:
-            import numba
-            _DONE.append(numba.njit(inline="always", error_model="numpy",
-                                    fastmath={"contract"})(exp_nonpos))
-    return _DONE[0]
+    """exp_nonpos compiled to be inlined into its callers (contraction: fused multiply-adds),
+    once per process (nn/jit.py compile_once), for the builds of the kernels that call it."""
+    from onnxrt.providers.cpu.nn import jit
+    return jit.compile_once(_DONE, lambda numba: numba.njit(
+        inline="always", error_model="numpy", fastmath={"contract"})(exp_nonpos))

@@ -1019,7 +1019,7 @@ def _load() -> dict[str, Any] | None:
     return _K
 
 
-_ONCE_LOCK = threading.Lock()
+_ONCE_LOCK = threading.RLock()     # a build may compile a helper through compile_once too
 
 
 def compile_once(slot: list[Any], build: Callable[[Any], Any]) -> Any:

@@ -46,8 +46,11 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
                 return np.matmul(a2, b).reshape(a.shape[:-1] + (b.shape[-1],))
             return np.matmul(a, b)
     a, b = _blasable(a), _blasable(b)
-    rows = int(np.prod(np.broadcast_shapes(a.shape[:-1], b.shape[:-2] + (1,))))
-    with _own_threads(2 * rows * a.shape[-1] * (b.shape[-1] if b.ndim > 1 else 1)):
+    # each operand's size times the other's free extent: lower bounds of the product's
+    # multiply-adds (numpy reports shapes that do not broadcast)
+    n = b.shape[-1] if b.ndim > 1 else 1
+    m = a.shape[-2] if a.ndim > 1 else 1
+    with _own_threads(2 * max(a.size * n, b.size * m)):
         return np.matmul(a, b)
 
 
