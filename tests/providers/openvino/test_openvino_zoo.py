@@ -19,8 +19,9 @@ pytestmark = needs_openvino
 RTOL, ATOL = 1e-3, 1e-7  # the suite's tolerances for these models
 
 # squeezenet's constant weights make its 1000 logits equal in exact arithmetic (~1.4e10);
-# OpenVINO's channel-blocked f32 convolutions round them apart by a relative 6e-7, and the
-# final softmax of logits that large turns that into differences of 0.12. The logits match.
+# OpenVINO's channel-blocked f32 convolutions may round them apart by a relative 6e-7 (it
+# depends on the CPU's vector width), and the final softmax of logits that large turns that
+# into differences of 0.12. So its logits are compared, not its softmax.
 SOFTMAX_OF_TIES = {"squeezenet"}
 
 
@@ -56,8 +57,6 @@ def test_zoo_model_runs_on_openvino_and_matches(name):
     cpu = ort.InferenceSession(path, providers=[CPU]).run(None, feeds)
     names = [o.name for o in model.graph.output]
     if name in SOFTMAX_OF_TIES:
-        with pytest.raises(AssertionError):
-            assert_all_similar(_stored(name, len(names)), outs, RTOL, ATOL, names)
         m = _logits_model(model)
         ov_logits = ov_session(m)[0].run(None, feeds)
         cpu_logits = ort.InferenceSession(m.SerializeToString(), providers=[CPU]).run(None,

@@ -513,8 +513,17 @@ def test_zoo_squeezenet_through_the_fake_parser(unsupported):
     from onnxrt.cli.inputs import generate
     from onnxrt.zoo import zoo_models
 
-    path = zoo_models()["squeezenet"]
-    ops = {n.op_type for n in onnx.load(path).graph.node} - set(unsupported)
+    # the zoo file's constant weights make its 1000 logits equal in exact arithmetic
+    # (~1.4e10), and its final softmax turns rounding differences of 1e-7 between the
+    # engines' conv orders into 0.03: compare the logits, the softmax dropped
+    model = onnx.load(zoo_models()["squeezenet"])
+    last = model.graph.node[-1]
+    assert last.op_type == "Softmax"
+    del model.graph.node[-1]
+    del model.graph.output[:]
+    model.graph.output.append(onnx.ValueInfoProto(name=last.input[0]))
+    path = model.SerializeToString()
+    ops = {n.op_type for n in model.graph.node} - set(unsupported)
     be = FakeBackend(ops=ops)
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
