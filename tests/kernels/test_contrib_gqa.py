@@ -130,7 +130,9 @@ def test_gqa_shared_buffer_iobinding():
     sess = onnxruntime.InferenceSession(m.SerializeToString(),
                                         providers=["CPUExecutionProvider"])
     io = sess.io_binding()
-    kv = {n: onnxruntime.OrtValue.ortvalue_from_numpy(feeds[n].copy()) for n in ("pk", "pv")}
+    # ortvalue_from_numpy wraps the array's memory: the copies must outlive the run
+    keep = {n: feeds[n].copy() for n in ("pk", "pv")}
+    kv = {n: onnxruntime.OrtValue.ortvalue_from_numpy(keep[n]) for n in ("pk", "pv")}
     for name, val in feeds.items():
         if name in kv:
             io.bind_ortvalue_input(name, kv[name])
@@ -144,7 +146,7 @@ def test_gqa_shared_buffer_iobinding():
     np.testing.assert_allclose(got[0], y, rtol=2e-5, atol=2e-5)
     lens = [5, 8]
     for i in range(b):
-        for mine, theirs in ((got[1], kv["pk"].numpy()), (got[2], kv["pv"].numpy())):
+        for mine, theirs in ((got[1], keep["pk"]), (got[2], keep["pv"])):
             np.testing.assert_allclose(mine[i, :, :lens[i]], theirs[i, :, :lens[i]],
                                        rtol=2e-5, atol=2e-5)
 
