@@ -219,11 +219,17 @@ class Attention:
                  attention_bias=None, past_sequence_length=None, *rest):
         dt = x.dtype
         xf = _f32(x)
-        b, s, _ = xf.shape
         w = self.w if self.w is not None else _f32(weights)
         qkv = matmul(xf, w)   # one GEMM over the (B*S, H) rows
         if bias is not None:
             qkv += _f32(bias)
+        return self.attend_qkv(qkv, mask_index, past, attention_bias, dt)
+
+    def attend_qkv(self, qkv: np.ndarray, mask_index: Any, past: Any, attention_bias: Any,
+                   dt: np.dtype) -> Any:
+        """The attention after the input projection: qkv (B, S, Dq + Dk + Dv) float32
+        (QAttention enters here with its dequantized projection)."""
+        b, s = qkv.shape[:2]
         if self.sizes:
             dq, dk, dv = self.sizes
         else:
