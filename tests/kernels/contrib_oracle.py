@@ -49,7 +49,8 @@ def ms_model(op: str, inputs: Sequence[tuple[str, Any]], outputs: Sequence[str] 
     g_out = [oh.make_tensor_value_info(o, out_types[i], None) if out_types
              else onnx.ValueInfoProto(name=o) for i, o in enumerate(outputs)]
     g = oh.make_graph([node], "g", g_in, g_out, initializer=inits)
-    imports = [oh.make_opsetid("", onnx_opset), oh.make_opsetid(domain, 1)]
+    imports = [oh.make_opsetid("", onnx_opset)] + ([oh.make_opsetid(domain, 1)] if domain
+                                                   else [])
     return oh.make_model(g, opset_imports=imports, ir_version=9)
 
 
