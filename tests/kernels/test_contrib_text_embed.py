@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.contrib_oracle import assert_close, both, ms_model, run_ours
+from kernels.contrib_oracle import assert_close, both, ms_model, run_ort, run_ours
 
 RNG = np.random.default_rng(66)
 
@@ -43,6 +43,16 @@ def test_tokenizer(attrs, mark, minchar):
     x = TEXTS if "a|ab" not in str(attrs) else _s("abcab xabab", "aab", "c")
     assert_close(*both("Tokenizer", [("x", x)], mark=mark, pad_value="#", mincharnum=minchar,
                        **attrs))
+
+
+@pytest.mark.parametrize("pattern", ["(?u)\\b\\w+\\b", "a(?=b)", "(a)\\1"])
+def test_tokenizer_refuses_what_re2_refuses(pattern):
+    m = ms_model("Tokenizer", [("x", TEXTS)], mark=0, pad_value="#", mincharnum=1,
+                 tokenexp=pattern)
+    with pytest.raises(Exception, match="RE2"):
+        run_ours(m, {"x": TEXTS})
+    with pytest.raises(Exception):
+        run_ort(m, {"x": TEXTS})
 
 
 def test_tokenizer_2d_input():

@@ -3,9 +3,11 @@ NGramRepeatBlock and BifurcationDetector (generation loops), WordConvEmbedding.
 
 Tokenizer's expressions are RE2 ones with leftmost-longest matching in onnxruntime; here they
 run on Python's ``re`` (the same syntax for the character classes, repetitions and
-alternations converters write) and the longest match at the leftmost position is taken
-explicitly, so alternations such as ``a|ab`` match as RE2 matches them. RE2-only syntax is
-refused with the pattern named.
+alternations converters write) with RE2's ASCII meaning of \\w, \\d, \\s and \\b, and the
+longest match at the leftmost position is taken explicitly, so alternations such as ``a|ab``
+match as RE2 matches them. Python-only syntax that RE2 (and so onnxruntime) refuses --
+lookarounds, backreferences, atomic groups, the (?u)/(?a)/(?L)/(?x) flags -- is refused
+with the pattern named.
 """
 
 from __future__ import annotations
@@ -21,9 +23,16 @@ MS = "com.microsoft"
 _START, _END = "\x02", "\x03"
 
 
+_NOT_RE2 = re.compile(r"\(\?(?:[=!>]|<[=!]|P=|[uaLx])|\\[1-9]")
+
+
 def _compile(pattern: str, what: str) -> re.Pattern[str]:
+    bad = _NOT_RE2.search(pattern)
+    if bad:
+        raise ValueError(f"Tokenizer: {what} {pattern!r} uses {bad.group(0)!r}, which RE2 "
+                         f"(onnxruntime's regular expressions) does not support")
     try:
-        return re.compile(pattern)
+        return re.compile(pattern, re.ASCII)
     except re.error as e:
         raise ValueError(f"Tokenizer: cannot compile {what} {pattern!r}: {e}") from e
 
