@@ -137,3 +137,61 @@ def test_greedy_search_init_decoder_and_eos():
     out = _compare(_inputs([[5, 7, 2, 9], [4, 4, 8, 1]], max_len=14, vocab_mask=NO_PAD),
                    init_decoder=True)
     assert out.shape == (2, 14)
+
+
+def _beam_model(inputs, outputs=("seq", "seq_scores", "scores"), **attrs):
+    names = [n if v is not None else "" for n, v in inputs]
+    node = oh.make_node("BeamSearch", names, list(outputs), domain="com.microsoft",
+                        decoder=_decoder("dec", 1), eos_token_id=3, pad_token_id=0, **attrs)
+    g_in = [oh.make_tensor_value_info(n, oh.np_dtype_to_tensor_dtype(np.asarray(v).dtype),
+                                      np.shape(v)) for n, v in inputs if v is not None]
+    g_out = [oh.make_tensor_value_info(o, t, None)
+             for o, t in zip(outputs, (TP.INT32, TP.FLOAT, TP.FLOAT))]
+    g = oh.make_graph([node], "g", g_in, g_out)
+    return oh.make_model(g, opset_imports=[oh.make_opsetid("", 17),
+                                           oh.make_opsetid("com.microsoft", 1)], ir_version=9)
+
+
+def _beam_inputs(ids, max_len=9, beams=3, ret=2, **opt):
+    i32 = lambda v: None if v is None else np.asarray(v, np.int32)  # noqa: E731
+    f32 = lambda v: None if v is None else np.asarray([v], np.float32)  # noqa: E731
+    # onnxruntime's kernel requires min_length and length_penalty, optional in the schema
+    return [("input_ids", i32(ids)), ("max_length", i32([max_len])),
+            ("min_length", i32([opt.get("min_length", 0)])), ("num_beams", i32([beams])),
+            ("num_return_sequences", i32([ret])),
+            ("length_penalty", f32(opt.get("length_penalty", 1.0))),
+            ("repetition_penalty", f32(opt.get("penalty"))),
+            ("vocab_mask", i32(opt.get("vocab_mask"))),
+            ("prefix_vocab_mask", i32(opt.get("prefix_mask"))),
+            ("attention_mask", i32(opt.get("attention_mask")))]
+
+
+@pytest.mark.parametrize("opts,attrs", [
+    ({}, {}), ({"length_penalty": 0.6}, {}), ({"penalty": 1.5, "min_length": 6}, {}),
+    ({}, {"early_stopping": 1}), ({}, {"no_repeat_ngram_size": 2}),
+    ({"beams": 4, "ret": 4, "max_len": 12}, {}), ({"beams": 1, "ret": 1}, {})])
+def test_beam_search(opts, attrs):
+    ids = [[5, 7, 2, 9], [4, 4, 8, 1]]
+    kw = {k: opts[k] for k in ("beams", "ret", "max_len") if k in opts}
+    rest = {k: v for k, v in opts.items() if k not in kw}
+    inputs = _beam_inputs(ids, **kw, **rest)
+    m = _beam_model(inputs, **attrs)
+    feeds = {n: v for n, v in inputs if v is not None}
+    ref, got = run_ort(m, feeds), run_ours(m, feeds)
+    np.testing.assert_array_equal(got[0], ref[0])
+    np.testing.assert_allclose(got[1], ref[1], rtol=1e-5, atol=1e-5)
+    # the per-step scores of the steps run (onnxruntime leaves the rest unwritten)
+    steps = int((np.abs(ref[2]).reshape(ref[2].shape[0], -1).max(axis=1) > 0).sum())
+    np.testing.assert_allclose(got[2][:steps], ref[2][:steps], rtol=1e-5, atol=1e-4)
+
+
+def test_beam_search_padded_prompt_and_prefix_mask():
+    ids = [[0, 6, 2, 9], [5, 7, 2, 9]]
+    prefix = np.ones((2, V), np.int32)
+    prefix[0, [4, 10]] = 0
+    inputs = _beam_inputs(ids, prefix_mask=prefix)
+    m = _beam_model(inputs, outputs=("seq", "seq_scores"))
+    feeds = {n: v for n, v in inputs if v is not None}
+    ref, got = run_ort(m, feeds), run_ours(m, feeds)
+    np.testing.assert_array_equal(got[0], ref[0])
+    np.testing.assert_allclose(got[1], ref[1], rtol=1e-5, atol=1e-5)
