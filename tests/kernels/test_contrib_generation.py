@@ -4,7 +4,6 @@ attention layer with a KV cache, logits) against onnxruntime."""
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto as TP
 from onnx import helper as oh

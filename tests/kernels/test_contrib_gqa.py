@@ -121,7 +121,7 @@ def test_gqa_float16():
 def test_gqa_shared_buffer_iobinding():
     """onnxruntime with one buffer bound as past and present (its recommended setup): the
     output and the present's valid positions match onnxrt's."""
-    b, s, nkv, h, buf = 2, 1, 2, 16, 10
+    b, s, buf = 2, 1, 10
     ins = _gqa_inputs(b=b, s=s, past=[4, 7], buf=buf, rotary=8)
     m = ms_model("GroupQueryAttention", ins, outputs=["y", "pk_out", "pv_out"],
                  num_heads=4, kv_num_heads=2, do_rotary=1)

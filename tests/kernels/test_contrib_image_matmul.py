@@ -8,7 +8,6 @@ import numpy as np
 import onnx
 import pytest
 from onnx import helper as oh
-from onnx import numpy_helper
 
 import onnxruntime
 

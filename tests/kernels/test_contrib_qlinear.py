@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.contrib_oracle import assert_close, assert_q_close, both
+from kernels.contrib_oracle import assert_close, assert_q_close, both, ms_model, run_ours
 
 RNG = np.random.default_rng(12)
 Q8 = [np.uint8, np.int8]
@@ -143,12 +143,9 @@ def test_nhwc_max_pool(dt, attrs):
 
 
 def test_bad_zero_point_type_names_the_op():
-    import onnxrt
-    from kernels.contrib_oracle import ms_model, run_ours
     m = ms_model("QLinearSigmoid", [("x", _q((4,), np.uint8)), ("xs", _s(0.1)),
                                     ("xz", _z(0, np.int8)), ("ys", _s(0.1)),
                                     ("yz", _z(0, np.uint8))])
     with pytest.raises(Exception, match="QLinearSigmoid"):
         run_ours(m, {"x": _q((4,), np.uint8), "xs": _s(0.1), "xz": _z(0, np.int8),
                      "ys": _s(0.1), "yz": _z(0, np.uint8)})
-    assert onnxrt is not None
