@@ -159,3 +159,46 @@ def test_matmul_fpq4(qtype):
     m = ms_model("MatMulFpQ4", ins, consts=("b", "s"), blk_quant_type=qtype)
     got = run_ours(m, {"a": a})[0]
     np.testing.assert_allclose(got, a @ w, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("act,params", [(None, None), ("Relu", None),
+                                        ("LeakyRelu", [0.2]), ("Clip", [-0.5, 0.5])])
+@pytest.mark.parametrize("with_z", [False, True])
+def test_nhwc_fused_conv(act, params, with_z):
+    """onnxruntime registers NhwcFusedConv on ARM64 only: its float32 FusedConv on the
+    same tensors transposed to NCHW is the oracle."""
+    x, w, b = _f(2, 3, 7, 6), _f(4, 3, 3, 3), _f(4)
+    z = _f(2, 4, 7, 6) if with_z else None
+    attrs = {"pads": [1, 1, 1, 1]}
+    if act:
+        attrs["activation"] = act
+    if params:
+        attrs["activation_params"] = params
+    ref = both("FusedConv", [("x", x), ("w", w), ("b", b), ("z", z)], **attrs)[0]
+    nhwc = lambda a: None if a is None else np.ascontiguousarray(a.transpose(0, 2, 3, 1))  # noqa
+    m = ms_model("NhwcFusedConv", [("x", nhwc(x)), ("w", w), ("b", b), ("z", nhwc(z))],
+                 **attrs)
+    got = run_ours(m, {"x": nhwc(x), "w": w, "b": b, **({"z": nhwc(z)} if with_z else {})})
+    np.testing.assert_allclose(got[0], nhwc(ref[0]), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op,attrs", [
+    ("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ("AveragePool", {"kernel_shape": [2, 3], "count_include_pad": 1, "pads": [0, 1, 0, 1]}),
+    ("GlobalAveragePool", {})])
+@pytest.mark.parametrize("dt", [np.float32, np.float16])
+def test_internal_nhwc_pools(op, attrs, dt):
+    """com.ms.internal.nhwc pools (onnxruntime runs them on ARM64 only): its ONNX pool on
+    the NCHW transpose is the oracle."""
+    x = _f(2, 5, 7, 6).astype(dt)
+    ref = both(op, [("x", x)], domain="", **attrs)[0][0]
+    xt = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    m = ms_model(op, [("x", xt)], domain="com.ms.internal.nhwc", **attrs)
+    for imp in m.opset_import:
+        if imp.domain == "com.ms.internal.nhwc":
+            imp.version = 12
+    got = run_ours(m, {"x": xt})[0]
+    tol = 2e-3 if dt == np.float16 else 1e-6
+    np.testing.assert_allclose(got.astype(np.float32),
+                               ref.transpose(0, 2, 3, 1).astype(np.float32), rtol=tol,
+                               atol=tol)

@@ -277,3 +277,20 @@ class FusedGemm:
     def __call__(self, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> np.ndarray:
         y = _owned(self.gemm(a, b, c), (a, b, c))
         return self.act(y) if self.act is not None else y
+
+
+@CPU.kernel("NhwcFusedConv", since=1, domain=MS, needs_node=True)
+class NhwcFusedConv:
+    """FusedConv on channels-last tensors: X, Z and Y are (N, *spatial, C), W stays OIHW
+    (onnxruntime registers it on ARM64 with float16 acceleration, where its layout
+    transformer makes it; here float32 and float16 alike)."""
+
+    def __init__(self, node: Any) -> None:
+        self.conv = FusedConv(dataclasses.replace(node, op_type="FusedConv"))
+
+    def __call__(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
+                 z: np.ndarray | None = None) -> np.ndarray:
+        xc = np.ascontiguousarray(np.moveaxis(x, -1, 1))
+        zc = None if z is None else np.ascontiguousarray(np.moveaxis(z, -1, 1))
+        y = self.conv(xc, w, b, zc)
+        return np.ascontiguousarray(np.moveaxis(y, 1, -1))
