@@ -95,3 +95,15 @@ def test_dynamic_time_warping(shape):
 
 def test_sample_op():
     assert_close(*both("SampleOp", [("x", _f(3, 4))]))
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_shrunken_gather(axis):
+    """Not registered in onnxruntime's inference builds: its ONNX Gather is the oracle."""
+    from kernels.contrib_oracle import ms_model, run_ours
+    data = _f(4, 5, 6)
+    idx = np.array([3, 0, -1], np.int64)
+    ref = both("Gather", [("d", data), ("i", idx)], domain="", axis=axis)[0]
+    got = run_ours(ms_model("ShrunkenGather", [("d", data), ("i", idx)], axis=axis),
+                   {"d": data, "i": idx})
+    assert_close(ref, got)

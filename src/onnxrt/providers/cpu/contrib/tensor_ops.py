@@ -263,3 +263,21 @@ def dynamic_time_warping(x):
             j -= 1
     path.reverse()
     return np.array(path, np.int32).reshape(-1, 2).T.copy()
+
+
+@CPU.kernel("ShrunkenGather", since=1, domain=MS)
+def shrunken_gather(data, indices, *, axis=0):
+    """Gather with 1-D indices no longer than the gathered axis (what onnxruntime's training
+    builds write when they shrink a gather; its inference builds do not register it)."""
+    data = np.asarray(data)
+    idx = np.asarray(indices)
+    if data.ndim < 1 or idx.ndim != 1:
+        raise ValueError(f"ShrunkenGather: data of rank >= 1 and 1-D indices expected, got "
+                         f"{data.shape} and {idx.shape}")
+    ax = int(axis) + data.ndim if int(axis) < 0 else int(axis)
+    dim = data.shape[ax]
+    if idx.size > dim:
+        raise ValueError(f"ShrunkenGather: {idx.size} indices for a dimension of {dim}")
+    if idx.size and (idx.min() < -dim or idx.max() >= dim):
+        raise IndexError(f"ShrunkenGather: indices must be in [{-dim}, {dim - 1}]")
+    return np.take(data, np.where(idx < 0, idx + dim, idx).astype(np.int64), axis=ax)
