@@ -225,3 +225,22 @@ def test_qlinear_conv_ms(channels_last, xdt, wdt):
     ref, got = both("QLinearConv", ins, consts=[n for n, _ in ins if n != "x"],
                     channels_last=channels_last, pads=[1, 1, 1, 1])
     assert_q_close(ref[0], got[0], frac=0.02)
+
+
+def test_matmul_nbits_g_idx_packed_zero_points():
+    """onnxruntime drops packed uint8 zero points when g_idx is given (its result equals the
+    default zero point's): onnxrt applies them, checked against the dequantization formula."""
+    k, n, block = 64, 6, 16
+    b, s, z = _nbits_inputs(k, n, 4, block, "packed")
+    g = RNG.permutation(np.arange(k) // block).astype(np.int32)
+    a = _f(3, k)
+    ins = [("a", a), ("b", b), ("s", s), ("z", z), ("g", g)]
+    ref, got = both("MatMulNBits", ins, consts=("b", "s", "z", "g"), K=k, N=n, bits=4,
+                    block_size=block)
+    ref_default = both("MatMulNBits", ins[:3] + [("z", None), ("g", g)],
+                       consts=("b", "s", "g"), K=k, N=n, bits=4, block_size=block)[0]
+    np.testing.assert_allclose(ref[0], ref_default[0])         # what onnxruntime does
+    q = np.stack([b & 15, b >> 4], axis=-1).reshape(n, -1)[:, :k].astype(np.float32)
+    zz = np.stack([z & 15, z >> 4], axis=-1).reshape(n, -1)[:, :k // block].astype(np.float32)
+    w = (q - zz[:, g]) * s[:, g]
+    np.testing.assert_allclose(got[0], a @ w.T, rtol=1e-4, atol=1e-4)
