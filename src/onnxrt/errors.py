@@ -23,6 +23,8 @@ __all__ = [
     "ModelRequiresCompilation",
     "NotFound",
     "RunCanceled",
+    "InvalidProviderError",
+    "ConfigKeyError",
 ]
 
 
@@ -88,3 +90,12 @@ class NotFound(OnnxRuntimeError, LookupError):
 
 class RunCanceled(Fail):
     """The run was cancelled through ``RunOptions.terminate`` (onnxruntime raises FAIL)."""
+
+
+class InvalidProviderError(InvalidArgument, RuntimeError):
+    """An unknown provider name given to ``set_providers`` (onnxruntime raises a plain
+    RuntimeError there, so both ``except`` styles work)."""
+
+
+class ConfigKeyError(InvalidArgument, RuntimeError):
+    """A config entry that was never set (onnxruntime raises a plain RuntimeError)."""
