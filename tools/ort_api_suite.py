@@ -10,11 +10,11 @@ pass on onnxruntime's CPU package, X also pass on onnxrt. A test that fails or i
 onnxruntime too (a model file absent from the checkout, a custom-op library that was never
 built, a CUDA-only path) is not counted. Every remaining failure is printed with its reason.
 
-The test files are copied into a scratch folder (never into this repository) laid out like
-onnxruntime's build folder, where these tests normally run: the working directory holds a
-``testdata`` folder whose entries link to the checkout's test data, so tests that write next
-to their models (optimized models, external initializers, adapters) do not write into the
-checkout.
+The test files and the test data are copied into a scratch folder (never into this
+repository) laid out like onnxruntime's build folder, where these tests normally run (its
+build copies ``testdata`` there too): the working directory holds ``testdata`` and
+``python/`` holds the tests, so tests that write next to their models (optimized models,
+external initializers, adapters) do not write into the checkout.
 """
 
 from __future__ import annotations
@@ -91,10 +91,9 @@ def _scratch(checkout: Path) -> Path:
     pydir.mkdir()
     for name in (*FILES, "helper.py"):
         shutil.copy2(src / "python" / name, pydir / name)
-    data = root / "testdata"  # both ./testdata (cwd) and python/../testdata
-    data.mkdir()
-    for entry in (src / "testdata").iterdir():
-        (data / entry.name).symlink_to(entry)
+    # both ./testdata (cwd) and python/../testdata; a copy, not links: a model's external
+    # data must lie in the model's own folder for onnxrt's loader
+    shutil.copytree(src / "testdata", root / "testdata", symlinks=False)
     (root / "pytest.ini").write_text("[pytest]\n")
     return root
 

@@ -56,6 +56,8 @@ class _AliasFinder(importlib.abc.MetaPathFinder):
 
 
 _FINDER = _AliasFinder()
+# the real onnxruntime's modules, set aside while the alias is installed
+_SAVED: dict[str, ModuleType] = {}
 
 
 def install_as_onnxruntime() -> None:
@@ -66,17 +68,22 @@ def install_as_onnxruntime() -> None:
     working with the real package).
     """
     for name in [n for n in sys.modules if n == ALIAS or n.startswith(ALIAS + ".")]:
-        del sys.modules[name]
+        mod = sys.modules.pop(name)
+        if not getattr(mod, "__name__", "").startswith(TARGET):
+            _SAVED[name] = mod
     if _FINDER not in sys.meta_path:
         sys.meta_path.insert(0, _FINDER)
     importlib.import_module(ALIAS)
 
 
 def uninstall_as_onnxruntime() -> None:
-    """Undo install_as_onnxruntime: the next ``import onnxruntime`` finds the real package."""
+    """Undo install_as_onnxruntime: ``import onnxruntime`` gives the real package again (the
+    modules it had loaded before are put back)."""
     if _FINDER in sys.meta_path:
         sys.meta_path.remove(_FINDER)
     for name in [n for n in sys.modules if n == ALIAS or n.startswith(ALIAS + ".")]:
         mod = sys.modules[name]
         if getattr(mod, "__name__", "").startswith(TARGET):
             del sys.modules[name]
+    sys.modules.update(_SAVED)
+    _SAVED.clear()

@@ -53,8 +53,9 @@ class OrtDeviceVendorId(enum.IntEnum):
 
 # onnxruntime's device type numbers, and onnxrt's device names for them
 _CPU, _GPU, _FPGA, _NPU, _DML = 0, 1, 2, 3, 4
+# (make("dml") is a GPU with Microsoft's vendor id, as in onnxruntime; OrtDevice.dml() is 4)
 _TYPE_OF_NAME = {"cpu": _CPU, "cuda": _GPU, "gpu": _GPU, "webgpu": _GPU, "rocm": _GPU,
-                 "fpga": _FPGA, "npu": _NPU, "cann": _NPU, "dml": _DML}
+                 "fpga": _FPGA, "npu": _NPU, "cann": _NPU, "dml": _GPU}
 _VENDOR_OF_NAME = {"cuda": OrtDeviceVendorId.NVIDIA, "dml": OrtDeviceVendorId.MICROSOFT,
                    "cann": OrtDeviceVendorId.HUAWEI, "webgpu": OrtDeviceVendorId.NONE,
                    "rocm": OrtDeviceVendorId.AMD}
@@ -180,7 +181,8 @@ def _name_of(device_type: int, vendor: int) -> str:
     if device_type == _DML:
         return "dml"
     if device_type == _GPU:
-        return "rocm" if vendor == OrtDeviceVendorId.AMD else "cuda"
+        return {OrtDeviceVendorId.AMD: "rocm", OrtDeviceVendorId.MICROSOFT: "dml"}.get(
+            vendor, "cuda")
     return "npu" if device_type == _NPU else "fpga"
 
 

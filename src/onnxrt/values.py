@@ -21,6 +21,8 @@ def strings_to_objects(arr: np.ndarray) -> np.ndarray:
     unicode (U), bytes (S) and raw (V, ``np.void``) arrays are converted, bytes decoded as
     UTF-8 (as onnxruntime reads them)."""
     kind = arr.dtype.kind
+    if kind == "V" and arr.dtype.type is not np.void:
+        return arr  # ml_dtypes' bfloat16, float8... are kind V too
     if kind == "U":
         return arr.astype(object)
     if kind in "SV":

@@ -92,7 +92,8 @@ class InputSpec:
                                       f"{type(value).__name__} to {self.type_str}: {e}") from None
         else:
             arr = _from_foreign(value, self.name)
-        if arr.dtype.kind in "USV" and (want is None or want.kind == "O"):
+        if (arr.dtype.kind in "US" or arr.dtype.type is np.void) and (
+                want is None or want.kind == "O"):
             arr = strings_to_objects(arr)
         if want is not None and arr.dtype != want:
             got = _dtype_name(arr.dtype)
