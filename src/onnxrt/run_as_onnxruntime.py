@@ -2,6 +2,7 @@
 
     python -m onnxrt.run_as_onnxruntime program.py [args...]
     python -m onnxrt.run_as_onnxruntime -m package.module [args...]
+    python -m onnxrt.run_as_onnxruntime -c "code" [args...]
 
 ``onnxruntime`` and its submodules are mapped to onnxrt (see ``onnxrt.alias``) before the
 program starts; the program sees the arguments after its own name, as if run directly.
@@ -18,7 +19,8 @@ from onnxrt.alias import install_as_onnxruntime
 __all__ = ["main"]
 
 _USAGE = ("usage: python -m onnxrt.run_as_onnxruntime program.py [args...]\n"
-          "       python -m onnxrt.run_as_onnxruntime -m module [args...]")
+          "       python -m onnxrt.run_as_onnxruntime -m module [args...]\n"
+          "       python -m onnxrt.run_as_onnxruntime -c code [args...]")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -27,9 +29,14 @@ def main(argv: list[str] | None = None) -> None:
         print(_USAGE, file=sys.stderr if not args else sys.stdout)
         raise SystemExit(2 if not args else 0)
     install_as_onnxruntime()
+    if args[0] in ("-m", "-c") and len(args) < 2:
+        raise SystemExit(_USAGE)
+    if args[0] == "-c":
+        sys.argv = ["-c", *args[2:]]
+        sys.path.insert(0, "")
+        exec(compile(args[1], "<string>", "exec"), {"__name__": "__main__"})
+        return
     if args[0] == "-m":
-        if len(args) < 2:
-            raise SystemExit(_USAGE)
         sys.argv = [args[1], *args[2:]]
         runpy.run_module(args[1], run_name="__main__", alter_sys=True)
         return
