@@ -427,11 +427,12 @@ class InferenceSession:
         feeds = dict(iobinding._inputs)
         names = list(iobinding._output_order) or [o.name for o in self._outputs]
         outs = self._run(names, feeds, run_options)
+        const_ids = self._const_ids | _feed_ids(feeds)
         results = []
         for name, (v, dev) in zip(names, outs):
             want, pre = iobinding._outputs.get(name, (CPU_DEVICE, None))
             if want.is_host:
-                v = host_output(self._to_host(v, dev), self._const_ids)
+                v = host_output(self._to_host(v, dev), const_ids)
                 if pre is not None:
                     target = pre.value()
                     if target.shape != np.shape(v):

@@ -528,6 +528,11 @@ def test_outputs_never_alias_feeds_or_initializers():
     assert not np.shares_memory(x, y)
     v = ort.OrtValue.ortvalue_from_numpy(x)
     assert not np.shares_memory(ours.run_with_ort_values(None, {"x": v})[0].numpy(), x)
+    b = ours.io_binding()
+    b.bind_cpu_input("x", x)
+    b.bind_output("y")
+    ours.run_with_iobinding(b)
+    assert not np.shares_memory(b.copy_outputs_to_cpu()[0], x)
     w = numpy_helper.from_array(np.arange(4, dtype=np.float32), "w")
     m = model([h.make_node("Identity", ["w"], ["y"])], [],
               [h.make_tensor_value_info("y", T.FLOAT, [4])], [w])
