@@ -70,7 +70,8 @@ class Recorder:
             self.results["collect:" + report.nodeid] = ("error", errs[-1][:300] if errs else "")
 
 rec = Recorder()
-args = ["-q", "-p", "no:cacheprovider", "--continue-on-collection-errors", "-c", "pytest.ini", "--rootdir", ".",
+args = ["-q", "-p", "no:cacheprovider", "--continue-on-collection-errors", "-c", "pytest.ini",
+        "--rootdir", ".",
         "-o", "python_files=*.py", "-W", "ignore::DeprecationWarning"] + sys.argv[3:]
 code = pytest.main(args, plugins=[rec])
 with open(out_path, "w") as f:
