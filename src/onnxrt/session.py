@@ -16,7 +16,6 @@ from onnxrt.execute.checks import OutputChecker
 from onnxrt.execute.executor import RunContext, execute_plan
 from onnxrt.execute.parallel import execute_plan_parallel, parallel_info
 from onnxrt.execute.profiler import Profiler
-from onnxrt.execute.memory import use_arena
 from onnxrt.execute.threads import default_threads, limit_threads, rescan_libraries
 from onnxrt.execute.feeds import InputSpec, host_output, prepare_feeds
 from onnxrt.framework.registry import _entry_name, default_providers, resolve_providers
@@ -27,9 +26,10 @@ from onnxrt.partition.partitioner import KernelAssigner, partition_model
 from onnxrt.partition.report import AssignedSubgraph, assignment_info, placement_report
 from onnxrt.plan.planner import Planner
 from onnxrt.framework.device import CPU_DEVICE, Device
-from onnxrt.values import IOBinding, ModelMetadata, NodeArg, OrtValue, OrtValueVector
+from onnxrt.values import IOBinding, ModelMetadata, NodeArg, OrtValue
 from onnxrt.model_options import (check_user_initializers, config_from_model,
                                   override_free_dims, save_optimized_model, user_initializers)
+from onnxrt.run_support import CSession, apply_arena, feed_ids, shrink, with_adapters
 
 __all__ = ["InferenceSession"]
 
@@ -155,7 +155,7 @@ class InferenceSession:
         # the thread limit reaches every BLAS loaded by now (the kernels just prepared may
         # have loaded one, other packages another since the last session)
         rescan_libraries()
-        _apply_arena(so, eps)
+        apply_arena(so, eps)
         if so.execution_mode == ExecutionMode.ORT_PARALLEL and plan.steps:
             workers = int(so.inter_op_num_threads or 0) or default_threads()
             if self._pool is None or self._pool._max_workers != workers:
@@ -242,9 +242,9 @@ class InferenceSession:
         return self._profiling_start_ns
 
     @property
-    def _sess(self) -> "_CSession":
+    def _sess(self) -> "CSession":
         """onnxruntime's C-level session object, as its own tests reach it."""
-        return _CSession(self)
+        return CSession(self)
 
     @property
     def _model_bytes(self) -> bytes:
@@ -285,7 +285,7 @@ class InferenceSession:
     def run(self, output_names: Sequence[str] | None, input_feed: dict[str, Any],
             run_options: RunOptions | None = None) -> list[Any]:
         outs = self._run(output_names, input_feed, run_options)
-        const_ids = self._const_ids | _feed_ids(input_feed)
+        const_ids = self._const_ids | feed_ids(input_feed)
         names = output_names or self._plan.output_names
         return [self._host_result(v, dev, n, const_ids) for (v, dev), n in zip(outs, names)]
 
@@ -339,7 +339,7 @@ class InferenceSession:
              run_options: RunOptions | None, hook: Any = None) -> list[Any]:
         plan = self._plan
         if run_options is not None and run_options._adapters:
-            input_feed = _with_adapters(input_feed, run_options._adapters)
+            input_feed = with_adapters(input_feed, run_options._adapters)
         feeds = prepare_feeds(self._specs, self._required, input_feed)
         idx = self._output_index
         if output_names:
@@ -382,7 +382,7 @@ class InferenceSession:
                 ep.on_run_end(run_options)
             if run_options is not None and run_options._config.get(
                     "memory.enable_memory_arena_shrinkage"):
-                _shrink(run_options._config["memory.enable_memory_arena_shrinkage"])
+                shrink(run_options._config["memory.enable_memory_arena_shrinkage"])
             if prof is not None and prof.active:
                 t1 = time.perf_counter_ns()
                 prof.session_event("SequentialExecutor::Execute", t0, t1)
@@ -395,7 +395,7 @@ class InferenceSession:
                             input_dict_ort_values: dict[str, OrtValue],
                             run_options: RunOptions | None = None) -> list[OrtValue]:
         outs = self._run(output_names, input_dict_ort_values, run_options)
-        const_ids = self._const_ids | _feed_ids(input_dict_ort_values)
+        const_ids = self._const_ids | feed_ids(input_dict_ort_values)
         names = output_names or self._plan.output_names
         res = []
         for (v, dev), n in zip(outs, names):
@@ -427,7 +427,7 @@ class InferenceSession:
         feeds = dict(iobinding._inputs)
         names = list(iobinding._output_order) or [o.name for o in self._outputs]
         outs = self._run(names, feeds, run_options)
-        const_ids = self._const_ids | _feed_ids(feeds)
+        const_ids = self._const_ids | feed_ids(feeds)
         results = []
         for name, (v, dev) in zip(names, outs):
             want, pre = iobinding._outputs.get(name, (CPU_DEVICE, None))
@@ -448,96 +448,6 @@ class InferenceSession:
             ep = next(ep for ep in self._providers if ep.device == want)
             results.append(OrtValue(v, want, ep.transfer().to_host))
         iobinding._results = results
-
-
-class _CSession:
-    """The C-level session object onnxruntime's Python layer wraps (``session._sess``), with
-    its argument orders, over the same onnxrt session."""
-
-    def __init__(self, session: InferenceSession) -> None:
-        self._session = session
-
-    def run_with_ort_values(self, feeds: dict[str, OrtValue], output_names: Sequence[str],
-                            run_options: RunOptions | None = None) -> OrtValueVector:
-        return OrtValueVector(self._session.run_with_ort_values(list(output_names) or None,
-                                                                feeds, run_options))
-
-    def run_with_iobinding(self, iobinding: IOBinding, run_options: RunOptions | None = None
-                           ) -> None:
-        self._session.run_with_iobinding(iobinding, run_options)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._session, name)
-
-
-def _feed_ids(feeds: Any) -> frozenset[int]:
-    """ids of the caller's arrays in a feed dict: an output that is one of them (an input
-    passed through unchanged) is copied, never returned as the caller's own buffer."""
-    if not isinstance(feeds, dict):
-        return frozenset()
-    ids = []
-    for v in feeds.values():
-        if isinstance(v, OrtValue):
-            v = v.value()
-        if isinstance(v, np.ndarray):
-            ids.append(id(v))
-    return frozenset(ids)
-
-
-def _with_adapters(feeds: dict[str, Any], adapters: Sequence[Any]) -> dict[str, Any]:
-    """The feeds plus every active adapter's parameters (which replace the model's
-    overridable initializers or feed its inputs of the same names for this run)."""
-    out = dict(feeds) if isinstance(feeds, dict) else feeds
-    if not isinstance(out, dict):
-        return out
-    for ad in adapters:
-        for name, arr in ad.parameters().items():
-            if name in feeds:
-                raise InvalidArgument(f"'{name}' is fed by the caller and by an active LoRA "
-                                      f"adapter; give it once")
-            out[name] = arr
-    return out
-
-
-def _shrink(spec: str) -> None:
-    """onnxruntime's run option ``memory.enable_memory_arena_shrinkage`` ("cpu:0;gpu:0")."""
-    from onnxrt.execute.memory import shrink_arena
-
-    for entry in filter(None, (e.strip() for e in str(spec).split(";"))):
-        kind = entry.split(":", 1)[0].strip().lower()
-        if kind != "cpu":
-            raise InvalidArgument(f"memory.enable_memory_arena_shrinkage: onnxrt shrinks the "
-                                  f"CPU arena only (device memory belongs to the device's "
-                                  f"engine), not {entry!r}")
-        shrink_arena()
-
-
-def _apply_arena(so: SessionOptions, eps: Sequence[Any]) -> None:
-    """The host arena: SessionOptions.enable_cpu_mem_arena, the CPU provider's use_arena and
-    arena_extend_strategy options, a shared allocator registered with
-    create_and_register_allocator for sessions with ``session.use_env_allocators`` = 1."""
-    from onnxrt.allocators import registered_allocator
-    from onnxrt.execute.memory import set_extend_strategy
-
-    cpu = next((ep for ep in eps if ep.name == "CPUExecutionProvider"), None)
-    opts = cpu.provider_options if cpu is not None else {}
-    use = so.enable_cpu_mem_arena and str(opts.get("use_arena", "1")).strip() not in (
-        "0", "false", "False")
-    strategy = opts.get("arena_extend_strategy", "kNextPowerOfTwo")
-    strategy = {"0": "kNextPowerOfTwo", "1": "kSameAsRequested"}.get(str(strategy),
-                                                                     str(strategy))
-    if strategy not in ("kNextPowerOfTwo", "kSameAsRequested"):
-        raise InvalidArgument(f"CPUExecutionProvider option arena_extend_strategy must be "
-                              f"kNextPowerOfTwo or kSameAsRequested, not {strategy!r}")
-    shared, cfg = registered_allocator()
-    if so._config.get("session.use_env_allocators") == "1" and shared:
-        use = True
-        if cfg is not None and cfg.arena_extend_strategy in (0, 1):
-            strategy = ("kNextPowerOfTwo", "kSameAsRequested")[cfg.arena_extend_strategy]
-    if use:
-        use_arena()
-        if strategy != "kNextPowerOfTwo" or "arena_extend_strategy" in opts:
-            set_extend_strategy(strategy)
 
 
 def _direct_inputs(plan: Any) -> dict[str, Device]:
