@@ -14,7 +14,7 @@ import sys as _sys
 if "numpy" not in _sys.modules:
     _os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
-from onnxrt.errors import (EPFail, Fail, InvalidArgument, InvalidGraph, InvalidProtobuf,
+from onnxrt.errors import (DeviceReset, EPFail, Fail, InvalidArgument, InvalidGraph, InvalidProtobuf,
                            ModelLoadCanceled, ModelLoaded, ModelRequiresCompilation, NoModel,
                            NoSuchFile, NotFound, NotImplemented, OnnxRuntimeError, RunCanceled,
                            RuntimeException, EngineError)
@@ -25,6 +25,8 @@ from onnxrt.framework.registry import (get_all_providers, get_available_provider
                                        register_execution_provider)
 from onnxrt.framework.transfer import DataTransfer
 from onnxrt.partition.capability import Capability
+from onnxrt.partition.report import AssignedNode as OrtEpAssignedNode
+from onnxrt.partition.report import AssignedSubgraph as OrtEpAssignedSubgraph
 from onnxrt.partition.grouping import group_nodes
 from onnxrt.partition.view import GraphView, NodeView
 from onnxrt.options import (ExecutionMode, ExecutionOrder, GraphOptimizationLevel,
@@ -62,6 +64,8 @@ __all__ = [
     "create_and_register_allocator_v2", "get_ep_devices", "SparseTensor", "OrtSparseFormat",
     "AdapterFormat", "LoraAdapter", "install_as_onnxruntime", "uninstall_as_onnxruntime",
     "enable_telemetry_events", "disable_telemetry_events", "set_default_logger_verbosity",
+    "DeviceReset", "OrtEpAssignedNode", "OrtEpAssignedSubgraph", "preload_dlls",
+    "has_collective_ops",
 ]
 
 
@@ -84,6 +88,18 @@ def get_build_info() -> str:
     return (f"onnxrt Build Info: version={__version__}, python={platform.python_version()}, "
             f"numpy={numpy.__version__}, onnx={onnx.__version__}, "
             f"platform={platform.system().lower()}-{platform.machine()}")
+
+
+def preload_dlls(cuda: bool = True, cudnn: bool = True, msvc: bool = True,
+                 directory: str | None = None) -> None:
+    """A no-op: onnxrt loads no native CUDA, cuDNN or MSVC libraries of its own (the Torch
+    and TensorRT providers load theirs through torch). onnxruntime's call, kept so code that
+    makes it runs unchanged."""
+
+
+def has_collective_ops() -> bool:
+    """onnxrt has no collective (multi-device communication) ops."""
+    return False
 
 
 def enable_telemetry_events() -> None:

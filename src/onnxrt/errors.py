@@ -24,6 +24,7 @@ __all__ = [
     "NotFound",
     "RunCanceled",
     "InvalidProviderError",
+    "DeviceReset",
     "ConfigKeyError",
 ]
 
@@ -99,3 +100,7 @@ class InvalidProviderError(InvalidArgument, RuntimeError):
 
 class ConfigKeyError(InvalidArgument, RuntimeError):
     """A config entry that was never set (onnxruntime raises a plain RuntimeError)."""
+
+
+class DeviceReset(OnnxRuntimeError, RuntimeError):
+    """A device was reset under a running session (onnxruntime's DEVICE_RESET status)."""

@@ -106,8 +106,13 @@ def test_run_as_onnxruntime_usage():
 # -- build info, telemetry, errors ----------------------------------------------------------
 def test_build_info_and_telemetry_switches():
     assert "Build Info" in ort.get_build_info() and "Build Info" in ort_ref.get_build_info()
-    for fn in (ort.enable_telemetry_events, ort.disable_telemetry_events):
+    for fn in (ort.enable_telemetry_events, ort.disable_telemetry_events, ort.preload_dlls):
         assert fn() is None and "no-op" in fn.__doc__
+    assert ort.has_collective_ops() is ort_ref.has_collective_ops() is False
+    info = ort.InferenceSession(add_model().SerializeToString()
+                                ).get_provider_graph_assignment_info()
+    assert isinstance(info[0], ort.OrtEpAssignedSubgraph)
+    assert isinstance(info[0].get_nodes()[0], ort.OrtEpAssignedNode)
 
 
 def test_errors_catchable_as_runtime_error_where_onnxruntime_raises_one():

@@ -17,10 +17,11 @@ from onnxrt import (AdapterFormat, ExecutionMode, ExecutionOrder, GraphOptimizat
                     get_available_providers, get_build_info, get_device, get_ep_devices,
                     get_version_string, set_default_logger_severity,
                     set_default_logger_verbosity, set_seed)
-from onnxrt.errors import (EngineError, EPFail, Fail, InvalidArgument, InvalidGraph,
+from onnxrt.errors import (DeviceReset, EngineError, EPFail, Fail, InvalidArgument, InvalidGraph,
                            InvalidProtobuf, ModelLoadCanceled, ModelLoaded,
                            ModelRequiresCompilation, NoModel, NoSuchFile, NotFound,
                            NotImplemented, RuntimeException)
+from onnxrt import OrtEpAssignedNode, OrtEpAssignedSubgraph
 from onnxrt.sparse import SparseBlockSparseView, SparseCooView, SparseCsrView
 
 __all__ = [
@@ -38,7 +39,8 @@ __all__ = [
     "is_dlpack_uint8_tensor", "ArenaExtendStrategy", "kNextPowerOfTwo", "kSameAsRequested",
     "EngineError", "EPFail", "Fail", "InvalidArgument", "InvalidGraph", "InvalidProtobuf",
     "ModelLoadCanceled", "ModelLoaded", "ModelRequiresCompilation", "NoModel", "NoSuchFile",
-    "NotFound", "NotImplemented", "RuntimeException",
+    "NotFound", "NotImplemented", "RuntimeException", "DeviceReset", "OrtEpAssignedNode",
+    "OrtEpAssignedSubgraph",
 ]
 
 
