@@ -7,6 +7,7 @@ project's machines keep one."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -30,6 +31,9 @@ def test_upstream_slice_passes_on_onnxrt():
     out = subprocess.run([sys.executable, str(ROOT / "tools" / "ort_api_suite.py"),
                           str(CHECKOUT), "-k", SLICE], capture_output=True, text=True,
                          timeout=600)
-    assert "onnxrt: 10/10 of the tests that pass on onnxruntime pass" in out.stdout, (
-        out.stdout[-3000:] + out.stderr[-3000:])
+    score = re.search(r"onnxrt: (\d+)/(\d+) of the tests that pass on onnxruntime pass",
+                      out.stdout)
+    assert score is not None, out.stdout[-3000:] + out.stderr[-3000:]
+    # all of the slice's tests pass on onnxruntime here, and all of them on onnxrt
+    assert int(score.group(2)) >= 10 and score.group(1) == score.group(2), out.stdout[-3000:]
     assert out.returncode == 0

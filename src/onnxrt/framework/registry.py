@@ -170,9 +170,7 @@ def resolve_providers(providers: Sequence[Any] | None,
 def _make(p: Any, opts: dict[str, Any], policy: str) -> ExecutionProvider | None:
     if isinstance(p, ExecutionProvider):
         # an object goes through the same availability check as a name
-        cls = type(p)
-        why = cls.unavailable_reason() or ("" if cls.is_available() else
-                                           "its device or libraries are not present")
+        why = p.instance_unavailable_reason()
         if why:
             return _unavailable(p.name, why, "error" if p.error_on_failure else policy, opts)
         return p
