@@ -14,9 +14,10 @@ import sys as _sys
 if "numpy" not in _sys.modules:
     _os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
-from onnxrt.errors import (EPFail, Fail, InvalidArgument, InvalidGraph, InvalidProtobuf,
-                           ModelLoaded, NoModel, NoSuchFile, NotFound, NotImplemented,
-                           OnnxRuntimeError, RunCanceled, RuntimeException, EngineError)
+from onnxrt.errors import (DeviceReset, EPFail, Fail, InvalidArgument, InvalidGraph, InvalidProtobuf,
+                           ModelLoadCanceled, ModelLoaded, ModelRequiresCompilation, NoModel,
+                           NoSuchFile, NotFound, NotImplemented, OnnxRuntimeError, RunCanceled,
+                           RuntimeException, EngineError)
 from onnxrt.framework.device import Device
 from onnxrt.framework.kernel import KernelDef, KernelRegistry, NodeInfo
 from onnxrt.framework.provider import ExecutionProvider
@@ -24,12 +25,23 @@ from onnxrt.framework.registry import (get_all_providers, get_available_provider
                                        register_execution_provider)
 from onnxrt.framework.transfer import DataTransfer
 from onnxrt.partition.capability import Capability
+from onnxrt.partition.report import AssignedNode as OrtEpAssignedNode
+from onnxrt.partition.report import AssignedSubgraph as OrtEpAssignedSubgraph
 from onnxrt.partition.grouping import group_nodes
 from onnxrt.partition.view import GraphView, NodeView
 from onnxrt.options import (ExecutionMode, ExecutionOrder, GraphOptimizationLevel,
                             OrtAllocatorType, OrtMemType, RunOptions, SessionOptions)
 from onnxrt.session import InferenceSession
-from onnxrt.values import IOBinding, ModelMetadata, NodeArg, OrtDevice, OrtValue
+from onnxrt.alias import install_as_onnxruntime, uninstall_as_onnxruntime
+from onnxrt.allocators import (OrtArenaCfg, OrtDevice, OrtDeviceMemoryType, OrtDeviceVendorId,
+                               OrtEpDevice, OrtHardwareDevice, OrtHardwareDeviceType,
+                               OrtMemoryInfo, OrtMemoryInfoDeviceType,
+                               create_and_register_allocator, create_and_register_allocator_v2,
+                               get_ep_devices)
+from onnxrt.lora import AdapterFormat, LoraAdapter
+from onnxrt.sparse import OrtSparseFormat, SparseTensor
+from onnxrt.values import (IOBinding, ModelMetadata, NodeArg, OrtValue, OrtValueVector,
+                           SessionIOBinding)
 
 __version__ = "0.1.0"
 version = __version__
@@ -44,7 +56,16 @@ __all__ = [
     "get_build_info", "set_seed", "set_default_logger_severity",
     "Fail", "InvalidArgument", "NoSuchFile", "NoModel", "InvalidProtobuf", "InvalidGraph",
     "NotImplemented", "RuntimeException", "EPFail", "ModelLoaded", "NotFound",
-    "OnnxRuntimeError", "RunCanceled", "EngineError", "__version__",
+    "OnnxRuntimeError", "RunCanceled", "EngineError", "ModelLoadCanceled",
+    "ModelRequiresCompilation", "__version__",
+    "OrtValueVector", "SessionIOBinding", "OrtMemoryInfo", "OrtArenaCfg", "OrtDeviceMemoryType",
+    "OrtMemoryInfoDeviceType", "OrtDeviceVendorId", "OrtEpDevice", "OrtHardwareDevice",
+    "OrtHardwareDeviceType", "create_and_register_allocator",
+    "create_and_register_allocator_v2", "get_ep_devices", "SparseTensor", "OrtSparseFormat",
+    "AdapterFormat", "LoraAdapter", "install_as_onnxruntime", "uninstall_as_onnxruntime",
+    "enable_telemetry_events", "disable_telemetry_events", "set_default_logger_verbosity",
+    "DeviceReset", "OrtEpAssignedNode", "OrtEpAssignedSubgraph", "preload_dlls",
+    "has_collective_ops",
 ]
 
 
@@ -58,9 +79,37 @@ def get_version_string() -> str:
 
 
 def get_build_info() -> str:
-    import numpy
+    """A one-line build description, in the shape of onnxruntime's ("ORT Build Info: ...")."""
+    import platform
 
-    return f"onnxrt {__version__}, numpy {numpy.__version__}"
+    import numpy
+    import onnx
+
+    return (f"onnxrt Build Info: version={__version__}, python={platform.python_version()}, "
+            f"numpy={numpy.__version__}, onnx={onnx.__version__}, "
+            f"platform={platform.system().lower()}-{platform.machine()}")
+
+
+def preload_dlls(cuda: bool = True, cudnn: bool = True, msvc: bool = True,
+                 directory: str | None = None) -> None:
+    """A no-op: onnxrt loads no native CUDA, cuDNN or MSVC libraries of its own (the Torch
+    and TensorRT providers load theirs through torch). onnxruntime's call, kept so code that
+    makes it runs unchanged."""
+
+
+def has_collective_ops() -> bool:
+    """onnxrt has no collective (multi-device communication) ops."""
+    return False
+
+
+def enable_telemetry_events() -> None:
+    """A no-op: onnxrt collects and sends no telemetry (onnxruntime's switch, kept so code
+    that calls it runs unchanged)."""
+
+
+def disable_telemetry_events() -> None:
+    """A no-op: onnxrt collects and sends no telemetry (onnxruntime's switch, kept so code
+    that calls it runs unchanged)."""
 
 
 def set_seed(seed: int) -> None:
@@ -74,4 +123,22 @@ _LOG_SEVERITY = [2]
 
 
 def set_default_logger_severity(level: int) -> None:
-    _LOG_SEVERITY[0] = int(level)
+    """The default severity of onnxrt's log: 0 verbose, 1 info, 2 warning, 3 error, 4 fatal
+    (onnxruntime's numbers), applied to the ``onnxrt`` logger."""
+    import logging
+
+    level = int(level)
+    if not 0 <= level <= 4:
+        raise InvalidArgument(f"log severity must be 0-4, not {level}")
+    _LOG_SEVERITY[0] = level
+    logging.getLogger("onnxrt").setLevel(
+        (logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR, logging.CRITICAL)[level])
+
+
+def set_default_logger_verbosity(level: int) -> None:
+    """onnxruntime's verbose-log level; onnxrt's verbose log has one level, so any value
+    turns on nothing more than ``set_default_logger_severity(0)`` does."""
+    _LOG_VERBOSITY[0] = int(level)
+
+
+_LOG_VERBOSITY = [0]

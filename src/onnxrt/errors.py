@@ -23,6 +23,9 @@ __all__ = [
     "ModelRequiresCompilation",
     "NotFound",
     "RunCanceled",
+    "InvalidProviderError",
+    "DeviceReset",
+    "ConfigKeyError",
 ]
 
 
@@ -88,3 +91,16 @@ class NotFound(OnnxRuntimeError, LookupError):
 
 class RunCanceled(Fail):
     """The run was cancelled through ``RunOptions.terminate`` (onnxruntime raises FAIL)."""
+
+
+class InvalidProviderError(InvalidArgument, RuntimeError):
+    """An unknown provider name given to ``set_providers`` (onnxruntime raises a plain
+    RuntimeError there, so both ``except`` styles work)."""
+
+
+class ConfigKeyError(InvalidArgument, RuntimeError):
+    """A config entry that was never set (onnxruntime raises a plain RuntimeError)."""
+
+
+class DeviceReset(OnnxRuntimeError, RuntimeError):
+    """A device was reset under a running session (onnxruntime's DEVICE_RESET status)."""

@@ -87,9 +87,9 @@ class SessionOptions:
 
     def get_session_config_entry(self, key: str) -> str:
         if key not in self._config:
-            from onnxrt.errors import InvalidArgument
+            from onnxrt.errors import ConfigKeyError
 
-            raise InvalidArgument(f"SessionOptions does not have configuration with key: {key}")
+            raise ConfigKeyError(f"SessionOptions does not have configuration with key: {key}")
         return self._config[key]
 
     def add_initializer(self, name: str, value: Any) -> None:
@@ -167,7 +167,15 @@ class RunOptions:
         self._adapters: list[Any] = []
 
     def add_active_adapter(self, adapter: Any) -> None:
-        """Stored only: LoRA adapters are not applied by onnxrt yet."""
+        """Apply a loaded LoraAdapter to runs with these options: its parameters are fed in
+        place of the model's inputs or overridable initializers of the same names."""
+        from onnxrt.errors import InvalidArgument
+        from onnxrt.lora import LoraAdapter
+
+        if not isinstance(adapter, LoraAdapter):
+            raise InvalidArgument(f"add_active_adapter takes a LoraAdapter, not "
+                                  f"{type(adapter).__name__}")
+        adapter.parameters()  # refuses an adapter that was never loaded
         self._adapters.append(adapter)
 
     def add_run_config_entry(self, key: str, value: str) -> None:
@@ -175,7 +183,7 @@ class RunOptions:
 
     def get_run_config_entry(self, key: str) -> str:
         if key not in self._config:
-            from onnxrt.errors import InvalidArgument
+            from onnxrt.errors import ConfigKeyError
 
-            raise InvalidArgument(f"RunOptions does not have configuration with key: {key}")
+            raise ConfigKeyError(f"RunOptions does not have configuration with key: {key}")
         return self._config[key]

@@ -11,12 +11,11 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from onnxrt.errors import InvalidArgument
+from onnxrt.errors import InvalidArgument, InvalidProviderError
 from onnxrt.execute.checks import OutputChecker
 from onnxrt.execute.executor import RunContext, execute_plan
 from onnxrt.execute.parallel import execute_plan_parallel, parallel_info
 from onnxrt.execute.profiler import Profiler
-from onnxrt.execute.memory import use_arena
 from onnxrt.execute.threads import default_threads, limit_threads, rescan_libraries
 from onnxrt.execute.feeds import InputSpec, host_output, prepare_feeds
 from onnxrt.framework.registry import _entry_name, default_providers, resolve_providers
@@ -28,6 +27,9 @@ from onnxrt.partition.report import AssignedSubgraph, assignment_info, placement
 from onnxrt.plan.planner import Planner
 from onnxrt.framework.device import CPU_DEVICE, Device
 from onnxrt.values import IOBinding, ModelMetadata, NodeArg, OrtValue
+from onnxrt.model_options import (check_user_initializers, config_from_model,
+                                  override_free_dims, save_optimized_model, user_initializers)
+from onnxrt.run_support import CSession, apply_arena, feed_ids, shrink, with_adapters
 
 __all__ = ["InferenceSession"]
 
@@ -48,12 +50,21 @@ class InferenceSession:
 
             raise ModelLoadCanceled("session creation was cancelled through "
                                     "SessionOptions.set_load_cancellation_flag")
+        given = user_initializers(self._sess_options)
         self._loaded, self._base_dir = load_model(path_or_bytes,
-                                                 memory_files=self._sess_options._memory_files)
+                                                 memory_files=self._sess_options._memory_files,
+                                                 initializers=given)
+        check_user_initializers(self._loaded, given)
+        self._sess_options = config_from_model(self._loaded, self._sess_options)
+        so = self._sess_options
+        self._loaded = override_free_dims(self._loaded, so._free_dims_by_name,
+                                          so._free_dims_by_denotation)
         t_loaded = time.perf_counter_ns()
+        self._profiling_start_ns = 0
         if self._sess_options.enable_profiling:
             self._profiler = Profiler(self._sess_options.profile_file_prefix)
             self._profiler.t0 = t_start
+            self._profiling_start_ns = time.time_ns() - (time.perf_counter_ns() - t_start)
             self._profiler.session_event("model_loading_uri", t_start, t_loaded)
         self._disabled_optimizers = frozenset(disabled_optimizers or ())
         self._build(providers, provider_options)
@@ -76,9 +87,7 @@ class InferenceSession:
             level = min(level, int(getattr(ep, "max_graph_optimization_level", 99)))
         model, applied = optimize(self._loaded, level, self._disabled_optimizers)
         if so.optimized_model_filepath:
-            import onnx
-
-            onnx.save(model, so.optimized_model_filepath)
+            save_optimized_model(model, so)
         return model, applied
 
     def _build(self, providers: Sequence[Any] | None,
@@ -124,6 +133,8 @@ class InferenceSession:
         self._overridable = [NodeArg.from_value_info(vi.name, vi.type) for vi in g.input
                              if vi.name in init_names and model.ir_version >= 4]
         self._outputs = [NodeArg.from_value_info(vi.name, vi.type) for vi in g.output]
+        self._sparse_outputs = frozenset(vi.name for vi in g.output
+                                         if vi.type.WhichOneof("value") == "sparse_tensor_type")
         self._specs = {vi.name: InputSpec(vi.name, vi.type if vi.HasField("type") else None,
                                           free) for vi in g.input}
         self._required = [a.name for a in self._inputs
@@ -144,8 +155,7 @@ class InferenceSession:
         # the thread limit reaches every BLAS loaded by now (the kernels just prepared may
         # have loaded one, other packages another since the last session)
         rescan_libraries()
-        if so.enable_cpu_mem_arena:
-            use_arena()
+        apply_arena(so, eps)
         if so.execution_mode == ExecutionMode.ORT_PARALLEL and plan.steps:
             workers = int(so.inter_op_num_threads or 0) or default_threads()
             if self._pool is None or self._pool._max_workers != workers:
@@ -199,6 +209,43 @@ class InferenceSession:
     def get_session_options(self) -> SessionOptions:
         return self._sess_options
 
+    def get_input_memory_infos(self) -> list[Any]:
+        """Where each input is read from (OrtMemoryInfo): the device of the provider whose
+        nodes read it straight from there, else the CPU."""
+        from onnxrt.allocators import OrtMemoryInfo
+
+        return [OrtMemoryInfo.for_device(self._direct_inputs.get(a.name, CPU_DEVICE))
+                for a in self._inputs]
+
+    def get_output_memory_infos(self) -> list[Any]:
+        """Where each output is produced (OrtMemoryInfo)."""
+        from onnxrt.allocators import OrtMemoryInfo
+
+        devs = self._plan.output_devices
+        return [OrtMemoryInfo.for_device(devs[self._output_index[a.name]])
+                for a in self._outputs]
+
+    def get_input_epdevices(self) -> list[Any]:
+        """Per input, the OrtEpDevice of the provider on whose device it is read: the
+        provider that reads it straight from its own device, else the CPU provider."""
+        from onnxrt.allocators import ep_device_for
+
+        out = []
+        for a in self._inputs:
+            dev = self._direct_inputs.get(a.name, CPU_DEVICE)
+            ep = next((e for e in self._providers if e.device == dev), None)
+            out.append(ep_device_for(ep) if ep is not None else None)
+        return out
+
+    def get_profiling_start_time_ns(self) -> int:
+        """When profiling started, in ns since the epoch (0 when profiling is off)."""
+        return self._profiling_start_ns
+
+    @property
+    def _sess(self) -> "CSession":
+        """onnxruntime's C-level session object, as its own tests reach it."""
+        return CSession(self)
+
     @property
     def _model_bytes(self) -> bytes:
         return self._model.SerializeToString()
@@ -206,7 +253,13 @@ class InferenceSession:
     def set_providers(self, providers: Sequence[Any] | None = None,
                       provider_options: Sequence[dict[str, Any]] | None = None) -> None:
         """Rebuild the session on other providers; on failure the old session stays."""
-        self._build(providers, provider_options)
+        try:
+            self._build(providers, provider_options)
+        except InvalidArgument as e:
+            if "Unknown Provider Type" not in str(e):
+                raise
+            # onnxruntime raises a plain RuntimeError here
+            raise InvalidProviderError(str(e)) from None
 
     def disable_fallback(self) -> None:
         pass
@@ -232,8 +285,19 @@ class InferenceSession:
     def run(self, output_names: Sequence[str] | None, input_feed: dict[str, Any],
             run_options: RunOptions | None = None) -> list[Any]:
         outs = self._run(output_names, input_feed, run_options)
-        const_ids = self._const_ids
-        return [host_output(self._to_host(v, dev), const_ids) for v, dev in outs]
+        const_ids = self._const_ids | feed_ids(input_feed)
+        names = output_names or self._plan.output_names
+        return [self._host_result(v, dev, n, const_ids) for (v, dev), n in zip(outs, names)]
+
+    def _host_result(self, v: Any, dev: Device, name: str, const_ids: frozenset[int]) -> Any:
+        """An output on the host, never aliasing a feed or a constant; outputs declared
+        sparse become COO SparseTensors of their nonzero entries."""
+        v = host_output(self._to_host(v, dev), const_ids)
+        if name in self._sparse_outputs and isinstance(v, np.ndarray):
+            from onnxrt.sparse import sparse_from_dense
+
+            return sparse_from_dense(v)
+        return v
 
     def _to_host(self, v: Any, dev: Device) -> Any:
         if dev.is_host:
@@ -274,6 +338,8 @@ class InferenceSession:
     def _run(self, output_names: Sequence[str] | None, input_feed: dict[str, Any],
              run_options: RunOptions | None, hook: Any = None) -> list[Any]:
         plan = self._plan
+        if run_options is not None and run_options._adapters:
+            input_feed = with_adapters(input_feed, run_options._adapters)
         feeds = prepare_feeds(self._specs, self._required, input_feed)
         idx = self._output_index
         if output_names:
@@ -314,6 +380,9 @@ class InferenceSession:
         finally:
             for ep in active:
                 ep.on_run_end(run_options)
+            if run_options is not None and run_options._config.get(
+                    "memory.enable_memory_arena_shrinkage"):
+                shrink(run_options._config["memory.enable_memory_arena_shrinkage"])
             if prof is not None and prof.active:
                 t1 = time.perf_counter_ns()
                 prof.session_event("SequentialExecutor::Execute", t0, t1)
@@ -326,7 +395,14 @@ class InferenceSession:
                             input_dict_ort_values: dict[str, OrtValue],
                             run_options: RunOptions | None = None) -> list[OrtValue]:
         outs = self._run(output_names, input_dict_ort_values, run_options)
-        return [OrtValue(host_output(self._to_host(v, dev), self._const_ids)) for v, dev in outs]
+        const_ids = self._const_ids | feed_ids(input_dict_ort_values)
+        names = output_names or self._plan.output_names
+        res = []
+        for (v, dev), n in zip(outs, names):
+            v = self._host_result(v, dev, n, const_ids)
+            res.append(OrtValue.ort_value_from_sparse_tensor(v) if n in self._sparse_outputs
+                       and not isinstance(v, np.ndarray) else OrtValue(v))
+        return res
 
     def run_async(self, output_names: Sequence[str] | None, input_feed: dict[str, Any],
                   callback: Callable[[Any, Any, str], None], user_data: Any,
@@ -351,11 +427,12 @@ class InferenceSession:
         feeds = dict(iobinding._inputs)
         names = list(iobinding._output_order) or [o.name for o in self._outputs]
         outs = self._run(names, feeds, run_options)
+        const_ids = self._const_ids | feed_ids(feeds)
         results = []
         for name, (v, dev) in zip(names, outs):
             want, pre = iobinding._outputs.get(name, (CPU_DEVICE, None))
             if want.is_host:
-                v = host_output(self._to_host(v, dev), self._const_ids)
+                v = host_output(self._to_host(v, dev), const_ids)
                 if pre is not None:
                     target = pre.value()
                     if target.shape != np.shape(v):

@@ -10,16 +10,65 @@ import onnx
 from onnxrt.errors import InvalidArgument
 from onnxrt.framework.device import CPU_DEVICE, Device
 from onnxrt.ir.dtypes import elem_type_name, np_dtype, onnx_elem_type, type_string
+from onnxrt.allocators import OrtDevice
 
-__all__ = ["OrtValue", "NodeArg", "ModelMetadata", "IOBinding", "value_type_string",
-           "OrtDevice"]
+__all__ = ["OrtValue", "NodeArg", "ModelMetadata", "IOBinding", "SessionIOBinding",
+           "OrtValueVector", "value_type_string", "OrtDevice", "strings_to_objects"]
+
+
+def strings_to_objects(arr: np.ndarray) -> np.ndarray:
+    """A string tensor as ONNX holds it: an object array of ``str``. NumPy's fixed-width
+    unicode (U), bytes (S) and raw (V, ``np.void``) arrays are converted, bytes decoded as
+    UTF-8 (as onnxruntime reads them)."""
+    kind = arr.dtype.kind
+    if kind == "V" and arr.dtype.type is not np.void:
+        return arr  # ml_dtypes' bfloat16, float8... are kind V too
+    if kind == "U":
+        return arr.astype(object)
+    if kind in "SV":
+        flat = [bytes(b).rstrip(b"\0") if kind == "V" else bytes(b) for b in arr.reshape(-1)]
+        try:
+            out = [b.decode("utf-8") for b in flat]
+        except UnicodeDecodeError as e:
+            raise InvalidArgument(f"a bytes string tensor must hold UTF-8 text: {e}") from None
+        res = np.empty(len(out), dtype=object)
+        res[:] = out
+        return res.reshape(arr.shape)
+    return arr
 
 
 def _to_host_array(x: Any) -> np.ndarray:
-    arr = np.asarray(x)
-    if arr.dtype.kind in "US":
-        arr = arr.astype(object)
-    return arr
+    return strings_to_objects(np.asarray(x))
+
+
+def _resolve_device(device_type: Any, device_id: int) -> Device:
+    """onnxrt's Device for onnxruntime's two spellings: a name and an id, or an OrtDevice."""
+    if isinstance(device_type, OrtDevice):
+        return device_type.to_device()
+    return Device(str(device_type), int(device_id))
+
+
+def _dtype_of(element_type: Any) -> np.dtype:
+    """A NumPy dtype from a NumPy type or an ONNX element type number."""
+    if isinstance(element_type, (int, np.integer)) and not isinstance(element_type, bool):
+        return np_dtype(int(element_type))
+    return np.dtype(element_type)
+
+
+def array_at(ptr: int, element_type: Any, shape: Sequence[int]) -> np.ndarray:
+    """A NumPy view of host memory at ``ptr`` (onnxruntime's raw-pointer bindings: the caller
+    owns the memory and keeps it alive, as with onnxruntime)."""
+    import ctypes
+
+    dt = _dtype_of(element_type)
+    dims = tuple(int(d) for d in shape)
+    n = int(np.prod(dims)) if dims else 1
+    if n == 0:
+        return np.zeros(dims, dtype=dt)
+    if not ptr:
+        raise InvalidArgument("a null buffer pointer was bound")
+    buf = (ctypes.c_char * (n * dt.itemsize)).from_address(int(ptr))
+    return np.frombuffer(buf, dtype=dt).reshape(dims)
 
 
 def value_type_string(v: Any) -> str:
@@ -40,22 +89,6 @@ def value_type_string(v: Any) -> str:
     return f"tensor({elem_type_name(onnx_elem_type(arr.dtype))})"
 
 
-class OrtDevice:
-    """onnxruntime.OrtDevice-like descriptor of a device."""
-
-    def __init__(self, device: Device) -> None:
-        self._device = device
-
-    def device_type(self) -> str:
-        return self._device.type
-
-    def device_id(self) -> int:
-        return self._device.id
-
-    def __repr__(self) -> str:
-        return f"OrtDevice({self._device})"
-
-
 class OrtValue:
     """A value and the device it lives on. On the host the payload is a numpy array, a list
     (sequence), a dict (map) or None (empty optional); on other devices it is the device
@@ -70,9 +103,11 @@ class OrtValue:
 
     # -- construction, as onnxruntime spells it -------------------------------------------
     @staticmethod
-    def ortvalue_from_numpy(numpy_obj: Any, device_type: str = "cpu", device_id: int = 0,
+    def ortvalue_from_numpy(numpy_obj: Any, device_type: Any = "cpu", device_id: int = 0,
                             vendor_id: int = -1) -> "OrtValue":
-        dev = Device(device_type, device_id)
+        """An OrtValue holding ``numpy_obj`` (shared on the host, copied to a device).
+        ``device_type`` is a name (``"cpu"``, ``"cuda"``) or an OrtDevice."""
+        dev = _resolve_device(device_type, device_id)
         arr = _to_host_array(numpy_obj)
         if dev.is_host:
             return OrtValue(arr, dev)
@@ -82,14 +117,38 @@ class OrtValue:
 
     @staticmethod
     def ortvalue_from_shape_and_type(shape: Sequence[int], element_type: Any,
-                                     device_type: str = "cpu", device_id: int = 0,
+                                     device_type: Any = "cpu", device_id: int = 0,
                                      vendor_id: int = -1) -> "OrtValue":
-        if isinstance(element_type, int) and not isinstance(element_type, np.dtype):
-            dt = np_dtype(element_type)
-        else:
-            dt = np.dtype(element_type)
+        dt = _dtype_of(element_type)
         return OrtValue.ortvalue_from_numpy(np.zeros(tuple(shape), dtype=dt), device_type,
                                             device_id)
+
+    @staticmethod
+    def ort_value_from_sparse_tensor(sparse_tensor: Any) -> "OrtValue":
+        from onnxrt.sparse import SparseTensor
+
+        if not isinstance(sparse_tensor, SparseTensor):
+            raise InvalidArgument(f"expected a SparseTensor, got {type(sparse_tensor).__name__}")
+        return OrtValue(sparse_tensor, sparse_tensor.device())
+
+    def as_sparse_tensor(self) -> Any:
+        """The SparseTensor this value holds."""
+        if not self.is_sparse_tensor():
+            raise InvalidArgument(f"this OrtValue holds {self.data_type()}, not a sparse tensor")
+        return self._value
+
+    def is_sparse_tensor(self) -> bool:
+        from onnxrt.sparse import SparseTensor
+
+        return isinstance(self._value, SparseTensor)
+
+    # onnxruntime's Python objects wrap a C object reached through these; onnxrt has one
+    @property
+    def _ortvalue(self) -> "OrtValue":
+        return self
+
+    def _get_c_value(self) -> "OrtValue":
+        return self
 
     @staticmethod
     def ortvalue_from_numpy_with_onnx_type(data: Any, onnx_element_type: int) -> "OrtValue":
@@ -144,7 +203,32 @@ class OrtValue:
         return self._value
 
     def is_tensor(self) -> bool:
-        return not isinstance(self._value, (list, dict)) and self._value is not None
+        return (not isinstance(self._value, (list, dict)) and self._value is not None
+                and not self.is_sparse_tensor())
+
+    def tensor_size_in_bytes(self) -> int:
+        """Bytes of the tensor's data (element size x element count; strings: the UTF-8
+        bytes of every element)."""
+        if not self.is_tensor():
+            raise InvalidArgument(f"tensor_size_in_bytes() needs a tensor, this value holds "
+                                  f"{self.data_type()}")
+        v = self._value
+        if isinstance(v, np.ndarray) and v.dtype == object:
+            return int(sum(len(str(x).encode("utf-8")) for x in v.reshape(-1)))
+        nbytes = getattr(v, "nbytes", None)
+        if nbytes is not None:
+            return int(nbytes)
+        return int(v.numel() * v.element_size())  # a device engine's tensor (torch)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        """``np.asarray(ortvalue)``: the tensor's data (copied from a device)."""
+        if not self.is_tensor():
+            raise InvalidArgument(f"np.asarray() needs a tensor, this OrtValue holds "
+                                  f"{self.data_type()}")
+        arr = np.asarray(self.numpy())
+        if dtype is not None and arr.dtype != dtype:
+            return arr.astype(dtype)
+        return arr.copy() if copy else arr
 
     def is_tensor_sequence(self) -> bool:
         return isinstance(self._value, list)
@@ -165,6 +249,8 @@ class OrtValue:
             return onnx_elem_type(np.dtype(str(dt).replace("torch.", "")))
 
     def data_type(self) -> str:
+        if self.is_sparse_tensor():
+            return self._value.data_type()
         if self.is_tensor():
             return f"tensor({elem_type_name(self.element_type())})"
         return value_type_string(self._value)
@@ -217,7 +303,7 @@ class NodeArg:
                 tt = t.tensor_type if t.HasField("tensor_type") else t.sparse_tensor_type
                 if tt.HasField("shape"):
                     for d in tt.shape.dim:
-                        if d.HasField("dim_value"):
+                        if d.HasField("dim_value") and d.dim_value >= 0:
                             shape.append(int(d.dim_value))
                         elif d.HasField("dim_param"):
                             shape.append(d.dim_param)
@@ -250,11 +336,35 @@ class ModelMetadata:
                 f"graph_name={self.graph_name!r}, version={self.version})")
 
 
+class OrtValueVector(list):
+    """A list of OrtValues, as onnxruntime's C layer returns from runs and bindings."""
+
+    def push_back(self, value: OrtValue) -> None:
+        if not isinstance(value, OrtValue):
+            raise InvalidArgument(f"OrtValueVector holds OrtValues, not {type(value).__name__}")
+        self.append(value)
+
+    def reserve(self, n: int) -> None:
+        """A capacity hint in onnxruntime; a Python list grows as needed."""
+
+    def element_type_at(self, index: int) -> int:
+        return self[index].element_type()
+
+    def dlpack_at(self, index: int) -> Any:
+        return self[index].to_dlpack()
+
+
 class IOBinding:
-    """Inputs and outputs bound ahead of a run (onnxruntime.IOBinding)."""
+    """Inputs and outputs bound ahead of a run (onnxruntime.IOBinding).
+
+    Devices are given as a name and an id, or as an OrtDevice; buffers as NumPy arrays,
+    OrtValues, device tensors, or raw host pointers (``ortvalue.data_ptr()``, a torch tensor's
+    ``data_ptr()``), which are read and written in place, as onnxruntime does: the caller
+    keeps that memory alive.
+    """
 
     def __init__(self, session: Any) -> None:
-        self._session = session
+        self._session = getattr(session, "_session", session)
         self._inputs: dict[str, OrtValue] = {}
         self._outputs: dict[str, tuple[Device, OrtValue | None]] = {}
         self._output_order: list[str] = []
@@ -263,34 +373,50 @@ class IOBinding:
     def bind_cpu_input(self, name: str, arr_on_cpu: Any) -> None:
         self._inputs[name] = OrtValue(_to_host_array(arr_on_cpu))
 
-    def bind_input(self, name: str, device_type: str, device_id: int, element_type: Any,
-                   shape: Sequence[int], buffer_ptr: Any) -> None:
+    def bind_input(self, name: str, device_type: Any, device_id: Any, element_type: Any,
+                   shape: Any = None, buffer_ptr: Any = None) -> None:
+        if isinstance(device_type, OrtDevice):  # onnxruntime's C form: no device_id
+            device_type, device_id, element_type, shape, buffer_ptr = (
+                device_type, 0, device_id, element_type, shape)
+        dev = _resolve_device(device_type, device_id)
         if isinstance(buffer_ptr, OrtValue):
             self._inputs[name] = buffer_ptr
             return
-        if isinstance(buffer_ptr, np.ndarray) or not isinstance(buffer_ptr, int):
-            self._inputs[name] = OrtValue.ortvalue_from_numpy(
-                np.asarray(buffer_ptr, dtype=element_type).reshape(tuple(shape)),
-                device_type, device_id)
+        if isinstance(buffer_ptr, (int, np.integer)) and not isinstance(buffer_ptr, bool):
+            if not dev.is_host:
+                raise InvalidArgument(f"bind_input('{name}'): a raw pointer on {dev} cannot be "
+                                      f"read by onnxrt; bind an OrtValue or a device tensor")
+            self._inputs[name] = OrtValue(array_at(int(buffer_ptr), element_type, shape))
             return
-        raise InvalidArgument("bind_input with a raw pointer is not supported: bind a numpy "
-                              "array, a device tensor or an OrtValue instead")
+        arr = np.asarray(buffer_ptr, dtype=_dtype_of(element_type)).reshape(tuple(shape))
+        self._inputs[name] = OrtValue.ortvalue_from_numpy(arr, dev.type, dev.id)
 
     def bind_ortvalue_input(self, name: str, ortvalue: OrtValue) -> None:
         self._inputs[name] = ortvalue
 
     def synchronize_inputs(self) -> None:
-        pass
+        """Copies finish before a run returns in onnxrt: nothing to wait for."""
 
-    def bind_output(self, name: str, device_type: str = "cpu", device_id: int = 0,
+    def bind_output(self, name: str, device_type: Any = "cpu", device_id: Any = 0,
                     element_type: Any = None, shape: Sequence[int] | None = None,
                     buffer_ptr: Any = None) -> None:
-        dev = Device(device_type, device_id)
+        if isinstance(device_type, OrtDevice):  # onnxruntime's C form: no device_id
+            device_type, device_id, element_type, shape, buffer_ptr = (
+                device_type, 0, device_id if device_id != 0 else None, element_type, shape)
+        dev = _resolve_device(device_type, device_id)
         pre = None
         if isinstance(buffer_ptr, OrtValue):
             pre = buffer_ptr
         elif isinstance(buffer_ptr, np.ndarray):
             pre = OrtValue(buffer_ptr, dev)
+        elif isinstance(buffer_ptr, (int, np.integer)) and not isinstance(buffer_ptr, bool):
+            if not dev.is_host:
+                raise InvalidArgument(f"bind_output('{name}'): a raw pointer on {dev} cannot "
+                                      f"be written by onnxrt; bind an OrtValue instead")
+            if element_type is None or shape is None:
+                raise InvalidArgument(f"bind_output('{name}'): a buffer pointer needs its "
+                                      f"element_type and shape")
+            pre = OrtValue(array_at(int(buffer_ptr), element_type, shape))
         self._bind_out(name, dev, pre)
 
     def bind_ortvalue_output(self, name: str, ortvalue: OrtValue) -> None:
@@ -302,13 +428,13 @@ class IOBinding:
         self._outputs[name] = (dev, pre)
 
     def synchronize_outputs(self) -> None:
-        pass
+        """Copies finish before a run returns in onnxrt: nothing to wait for."""
 
     def get_outputs(self) -> list[OrtValue]:
-        return list(self._results)
+        return OrtValueVector(self._results)
 
-    def get_outputs_as_ortvaluevector(self) -> list[OrtValue]:
-        return list(self._results)
+    def get_outputs_as_ortvaluevector(self) -> OrtValueVector:
+        return OrtValueVector(self._results)
 
     def copy_outputs_to_cpu(self) -> list[Any]:
         return [v.numpy() for v in self._results]
@@ -320,3 +446,8 @@ class IOBinding:
         self._outputs.clear()
         self._output_order.clear()
         self._results = []
+
+
+class SessionIOBinding(IOBinding):
+    """onnxruntime's C-level binding, built on ``session._sess``: the same binding, with
+    devices given as OrtDevice objects."""

@@ -9,7 +9,7 @@ import onnx
 
 from onnxrt.errors import InvalidArgument
 from onnxrt.ir.dtypes import elem_type_name, np_dtype, onnx_elem_type, type_string
-from onnxrt.values import OrtValue
+from onnxrt.values import OrtValue, strings_to_objects
 
 __all__ = ["InputSpec", "prepare_feeds", "host_output"]
 
@@ -42,7 +42,7 @@ class InputSpec:
             if inner.tensor_type.HasField("shape"):
                 dims = []
                 for d in inner.tensor_type.shape.dim:
-                    if d.HasField("dim_value"):
+                    if d.HasField("dim_value") and d.dim_value >= 0:
                         dims.append(int(d.dim_value))
                     elif d.HasField("dim_param") and free_dims and d.dim_param in free_dims:
                         dims.append(free_dims[d.dim_param])
@@ -92,14 +92,17 @@ class InputSpec:
                                       f"{type(value).__name__} to {self.type_str}: {e}") from None
         else:
             arr = _from_foreign(value, self.name)
-        if arr.dtype.kind in "US":
-            arr = arr.astype(object)
+        if (arr.dtype.kind in "US" or arr.dtype.type is np.void) and (
+                want is None or want.kind == "O"):
+            arr = strings_to_objects(arr)
         if want is not None and arr.dtype != want:
             got = _dtype_name(arr.dtype)
             raise InvalidArgument(
                 f"Unexpected input data type for input '{self.name}'. "
                 f"Actual: (tensor({got})) , expected: ({self.type_str})")
-        if self.rank is not None:
+        # a declared rank of 0 accepts any shape, as in onnxruntime (TorchScript exports
+        # declare loop counts that way and callers pass shape (1,))
+        if self.rank:
             if arr.ndim != self.rank:
                 raise InvalidArgument(
                     f"Invalid rank for input: {self.name} Got: {arr.ndim} Expected: "

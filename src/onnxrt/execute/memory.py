@@ -21,10 +21,12 @@ import ctypes
 import platform
 import threading
 
-__all__ = ["use_arena", "arena_in_use"]
+__all__ = ["use_arena", "arena_in_use", "set_extend_strategy", "shrink_arena"]
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_MAX = -4
+_M_TOP_PAD = -2
+_DEFAULT_TOP_PAD = 128 * 1024  # glibc's default
 _TRIM_BYTES = 1 << 30
 _DONE: list[bool] = []
 _LOCK = threading.Lock()
@@ -51,3 +53,39 @@ def use_arena() -> bool:
 
 def arena_in_use() -> bool:
     return bool(_DONE and _DONE[0])
+
+
+def _libc() -> ctypes.CDLL | None:
+    if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
+        try:
+            return ctypes.CDLL(None)
+        except OSError:
+            return None
+    return None
+
+
+def set_extend_strategy(strategy: str) -> bool:
+    """onnxruntime's ``arena_extend_strategy`` for the host heap: ``kSameAsRequested`` grows
+    it by exactly what an allocation needs, ``kNextPowerOfTwo`` by glibc's default padding
+    (M_TOP_PAD). Process-wide, like the arena itself; True when applied."""
+    if strategy not in ("kNextPowerOfTwo", "kSameAsRequested"):
+        raise ValueError(f"arena_extend_strategy must be kNextPowerOfTwo or kSameAsRequested, "
+                         f"not {strategy!r}")
+    libc = _libc()
+    if libc is None:
+        return False
+    pad = 0 if strategy == "kSameAsRequested" else _DEFAULT_TOP_PAD
+    return bool(libc.mallopt(_M_TOP_PAD, pad))
+
+
+def shrink_arena() -> bool:
+    """Give the heap's free memory back to the system now (onnxruntime's run option
+    ``memory.enable_memory_arena_shrinkage``); True when the allocator could."""
+    libc = _libc()
+    if libc is None:
+        return False
+    try:
+        libc.malloc_trim(0)
+    except AttributeError:
+        return False
+    return True

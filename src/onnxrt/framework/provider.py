@@ -64,6 +64,15 @@ class ExecutionProvider:
         """Why the provider cannot run here ("" when it can)."""
         return ""
 
+    def instance_unavailable_reason(self) -> str:
+        """Why this provider object cannot run ("" when it can): its class's reason, unless
+        the object brings what the class lacks (a provider built on an injected backend)."""
+        cls = type(self)
+        why = cls.unavailable_reason()
+        if not why and not cls.is_available():
+            why = "its device or libraries are not present"
+        return why
+
     # -- partitioning --------------------------------------------------------------------
     def get_capability(self, graph: GraphView) -> list[Capability]:
         """Claim nodes. The default claims every node this provider has a kernel for."""

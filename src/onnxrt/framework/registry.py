@@ -169,6 +169,10 @@ def resolve_providers(providers: Sequence[Any] | None,
 
 def _make(p: Any, opts: dict[str, Any], policy: str) -> ExecutionProvider | None:
     if isinstance(p, ExecutionProvider):
+        # an object goes through the same availability check as a name
+        why = p.instance_unavailable_reason()
+        if why:
+            return _unavailable(p.name, why, "error" if p.error_on_failure else policy, opts)
         return p
     if isinstance(p, type) and issubclass(p, ExecutionProvider):
         cls: type[ExecutionProvider] | None = p

@@ -21,8 +21,14 @@ MIN_IR_VERSION = 3
 
 
 def load_model(model: object, external_data_dir: str | None = None,
-               memory_files: dict[str, bytes] | None = None) -> tuple[onnx.ModelProto, str]:
+               memory_files: dict[str, bytes] | None = None,
+               initializers: dict[str, onnx.TensorProto] | None = None,
+               ) -> tuple[onnx.ModelProto, str]:
     """Return ``(model_proto, base_dir)`` with every external tensor read into memory.
+
+    ``initializers`` replace the main graph's initializers of the same names before any
+    external data is read (SessionOptions.add_initializer / add_external_initializers: the
+    model's own data, possibly a file that does not exist, is never read for them).
 
     ``model`` is a path (str or os.PathLike), bytes, or an ``onnx.ModelProto`` (which is copied
     before external data is resolved, so the caller's object is never modified).
@@ -58,6 +64,15 @@ def load_model(model: object, external_data_dir: str | None = None,
         raise InvalidProtobuf("Missing opset in the model: every ModelProto must import an "
                               "operator set (a truncated file, or not an ONNX model)")
     _check_versions(proto)
+    if initializers:
+        for t in proto.graph.initializer:
+            new = initializers.get(t.name)
+            if new is not None:
+                if new.data_type != t.data_type:
+                    raise InvalidArgument(
+                        f"initializer {t.name!r} given in SessionOptions has element type "
+                        f"{new.data_type}, the model's has {t.data_type} (onnx.TensorProto)")
+                t.CopyFrom(new)
     _resolve_external_data(proto, base, memory_files or {})
     return proto, base
 

@@ -20,7 +20,17 @@ CPU = KernelRegistry("CPUExecutionProvider")
 class CPUExecutionProvider(ExecutionProvider):
     name = "CPUExecutionProvider"
     kernels = CPU
-    options = {}
+    # onnxruntime's CPU provider options; the session acts on them (onnxrt/session.py):
+    # use_arena as SessionOptions.enable_cpu_mem_arena, arena_extend_strategy on the heap
+    options = {"use_arena": "1", "arena_extend_strategy": "kNextPowerOfTwo"}
+
+    def __init__(self, **options: object) -> None:
+        super().__init__(**options)
+        self._given = set(options) & set(self.options)
+
+    def get_provider_options(self) -> dict[str, str]:
+        """Only the options given (onnxruntime reports none for its CPU provider)."""
+        return {k: v for k, v in super().get_provider_options().items() if k in self._given}
     max_graph_optimization_level = 99
 
 
