@@ -50,7 +50,9 @@ class Server:
         return 0.0
 
 
-def start_server(args: list[str], log_path: str, timeout: float = 120.0) -> Server:
+def start_server(args: list[str], log_path: str, timeout: float = 120.0,
+                 wait_ready: bool = True) -> Server:
+    """Starts the server and waits until it is ready (or only live)."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     log = open(log_path, "w")
     proc = subprocess.Popen([sys.executable, "-m", "onnxrt.cli.main", "serve", *args,
@@ -74,7 +76,8 @@ def start_server(args: list[str], log_path: str, timeout: float = 120.0) -> Serv
         if http_m and (grpc_m or not want_grpc):
             http, grpc = http_m.group(1), grpc_m.group(1) if grpc_m else None
             try:
-                with urllib.request.urlopen(f"http://{http}/v2/health/ready", timeout=5) as r:
+                probe = "ready" if wait_ready else "live"
+                with urllib.request.urlopen(f"http://{http}/v2/health/{probe}", timeout=5) as r:
                     if r.status == 200:
                         return Server(proc, http, grpc, log_path)
             except OSError:

@@ -68,8 +68,9 @@ class ServedModel:
         self.version = version
         self.source = source
         self.config = config
-        self.state = "UNAVAILABLE"      # Triton's words: UNAVAILABLE, LOADING, READY
-        self.reason = "not loaded yet"
+        # Triton's words: LOADING (until load() has run), READY, UNAVAILABLE (and why)
+        self.state = "LOADING"
+        self.reason = ""
         self.inputs: list[TensorSpec] = []
         self.outputs: list[TensorSpec] = []
         self._session: Any = None
