@@ -29,7 +29,7 @@ rng = np.random.default_rng(3)
 @pytest.fixture(scope="module")
 def cluster():
     # 4 logical CPUs on the 2 cores: two 1-CPU actors leave room for the read tasks
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False,
+    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False,
              object_store_memory=200 << 20, configure_logging=False)
     ray.data.DataContext.get_current().enable_progress_bars = False
     yield

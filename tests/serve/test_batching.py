@@ -6,16 +6,13 @@ tritonclient requests of different batch sizes."""
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 import time
 
 import numpy as np
-import pytest
 import tritonclient.grpc as tg
 import tritonclient.http as th
 
-import onnxrt as ort
 from onnxrt.serve.batching import ModelRunner
 from onnxrt.serve.errors import ServeError
 from onnxrt.serve.metrics import ServeMetrics

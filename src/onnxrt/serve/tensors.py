@@ -85,8 +85,9 @@ _KIND_WORDS = {"b": "true/false", "iu": "integers", "iuf": "numbers", "U": "stri
 
 
 def _describe(arr: np.ndarray) -> str:
-    return {"b": "booleans", "f": "non-integers", "U": "strings", "O": "mixed or out-of-range values",
-            "i": "integers", "u": "integers"}.get(arr.dtype.kind, str(arr.dtype))
+    return {"b": "booleans", "f": "non-integers", "U": "strings", "i": "integers",
+            "u": "integers", "O": "mixed or out-of-range values"}.get(arr.dtype.kind,
+                                                                     str(arr.dtype))
 
 
 def raw_size(dt: DataType, shape: tuple[int, ...]) -> int | None:
