@@ -1,8 +1,8 @@
 """The gRPC front end: the protocol's ``inference.GRPCInferenceService``, served from the
 message and service modules that tritonclient ships, generated from Triton's
 grpc_service.proto (KServe's v2 gRPC protocol is the subset of it with the same package,
-service and core RPCs): no stub is written here. RPCs not implemented below keep the generated base class's
-answer, UNIMPLEMENTED."""
+service and core RPCs): no stub is written here. RPCs not implemented below keep the
+generated base class's answer, UNIMPLEMENTED."""
 
 from __future__ import annotations
 
