@@ -97,13 +97,17 @@ def raw_size(dt: DataType, shape: tuple[int, ...]) -> int | None:
 
 def from_raw(what: str, dt: DataType, shape: tuple[int, ...], raw: bytes | memoryview
              ) -> np.ndarray:
-    """The array of raw bytes; a read-only view of ``raw`` except for BYTES."""
+    """The array of raw bytes: a read-only view of ``raw`` where it is aligned."""
     if dt.name != "BYTES":
         need = math.prod(shape) * dt.itemsize
         if len(raw) != need:
             raise bad_request(f"{what}: shape {list(shape)} of {dt.name} takes {need} bytes, "
                               f"got {len(raw)}")
-        return np.frombuffer(raw, dtype=dt.dtype.newbyteorder("<")).reshape(shape)
+        arr = np.frombuffer(raw, dtype=dt.dtype.newbyteorder("<")).reshape(shape)
+        # a tensor after a JSON header of any length sits at any byte offset: compiled
+        # kernels get a specialization of their own, and a slower one, for misaligned
+        # arrays, so those are copied (aligned ones stay views of the body)
+        return arr if arr.flags.aligned else arr.copy()
     count = math.prod(shape)
     view = memoryview(raw)
     items: list[str] = []
