@@ -118,3 +118,14 @@ def serve_cli(*args):
 def test_command_line_mistakes(args, message):
     r = serve_cli(*args)
     assert r.returncode == 2 and message in r.stderr, r.stderr
+
+
+def test_the_listening_socket_sends_small_writes_at_once():
+    """Nagle's algorithm on the server's socket held each response's body behind its
+    headers until the client's delayed ACK (44 ms a request)."""
+    import socket
+
+    from onnxrt.serve.runner import _listen
+
+    with _listen("127.0.0.1", 0) as sock:
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
