@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from typing import Any, AsyncIterator
 
@@ -81,8 +82,6 @@ def create_app(server: InferenceServer, *, max_body_bytes: int = DEFAULT_MAX_BOD
     async def repository_index(request: Request) -> Response:
         body = await _read_body(request, max_body_bytes)
         if body.strip():
-            import json
-
             try:
                 doc = json.loads(body)
             except ValueError as e:
