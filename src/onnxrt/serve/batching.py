@@ -148,11 +148,13 @@ class ModelRunner:
                     p.future.set_exception(r)
                 else:
                     p.future.set_result(r)
-        except BaseException as e:   # the executor itself failed (shut down)
+        except BaseException as e:   # the executor shut down, or a fault of the server's
             for p in batch:
                 if not p.future.done():
-                    p.future.set_exception(ServeError(503, f"server shutting down: {e}"))
-            raise
+                    p.future.set_exception(ServeError(500, f"model '{self.model.name}': "
+                                                           f"{type(e).__name__}: {e}"))
+            if not isinstance(e, Exception):
+                raise
         finally:
             slots.release()
 
