@@ -1,4 +1,4 @@
-"""The onnxrt command: run, bench, inspect, compare, optimize, zoo."""
+"""The onnxrt command: run, bench, inspect, compare, optimize, serve, zoo."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Sequence
 
-from onnxrt.cli import bench, compare, inspect_cmd, optimize_cmd, run
+from onnxrt.cli import bench, compare, inspect_cmd, optimize_cmd, run, serve_cmd
 
 __all__ = ["main", "build_parser"]
 
@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     inspect_cmd.add_parser(sub)
     compare.add_parser(sub)
     optimize_cmd.add_parser(sub)
+    serve_cmd.add_parser(sub)
     z = sub.add_parser("zoo", help="list the models of the zoo shipped with onnx")
     z.set_defaults(func=cmd_zoo)
     return p
