@@ -1,6 +1,6 @@
 """Run onnxruntime's own Python API tests against onnxruntime and against onnxrt.
 
-    python tools/ort_api_suite.py PATH_TO_ONNXRUNTIME_CHECKOUT [--only onnxrt] [-k EXPR]
+    python tools/ort_api_suite.py PATH_TO_ONNXRUNTIME_CHECKOUT [-k EXPR] [--json OUT]
 
 The three upstream files (onnxruntime_test_python.py, onnxruntime_test_python_iobinding.py,
 onnxruntime_test_python_sparse_matmul.py) run unmodified, twice, each time in a fresh process:

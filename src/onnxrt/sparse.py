@@ -86,12 +86,16 @@ class SparseTensor:
     def sparse_coo_from_numpy(dense_shape: Sequence[int], values: Any, coo_indices: Any,
                               ort_device: Any = None) -> "SparseTensor":
         """COO: ``coo_indices`` holds linear indices (1-D, one per value) or coordinates
-        (values x rank)."""
+        (values x rank; for a 2-D tensor also flattened to 2 x values, as onnxruntime
+        accepts)."""
         dev = SparseTensor._host(ort_device)
         vals = _values(values)
         idx = np.asarray(coo_indices, dtype=np.int64)
         shape = [int(d) for d in dense_shape]
         n = vals.shape[0] if vals.ndim else 0
+        if idx.ndim == 1 and len(shape) == 2 and n and idx.shape[0] == 2 * n:
+            # onnxruntime also takes a 2-D tensor's coordinates flattened, row after row
+            idx = idx.reshape(n, 2)
         ok = (idx.ndim == 1 and idx.shape[0] == n) or (
             idx.ndim == 2 and idx.shape == (n, len(shape)))
         if not ok:

@@ -10,6 +10,7 @@ import pytest
 from onnx import helper as oh
 
 import onnxruntime
+import onnxrt
 
 from kernels.contrib_oracle import assert_close, both, feeds_of, ms_model, run_ort, run_ours
 from onnxrt.providers.cpu.contrib.matmul_ops import sparse_to_dense_matmul
@@ -95,8 +96,7 @@ def test_transpose_matmul():
 
 @pytest.mark.parametrize("ta,tb", [(0, 0), (1, 1), (1, 0)])
 def test_sparse_to_dense_matmul(ta, tb):
-    # onnxruntime takes A as a sparse graph input; onnxrt has no sparse graph inputs yet, so
-    # its kernel is called on the dense A (a sparse initializer reaches it that way).
+    # A is a sparse graph input fed as a COO SparseTensor, through both runtimes' own API.
     # onnxruntime's shape inference ignores transA/transB: the transposed case is square
     k = 4 if ta or tb else 6
     dense = np.zeros((4, k), np.float32)
@@ -117,8 +117,16 @@ def test_sparse_to_dense_matmul(ta, tb):
     feeds = {"a": onnxruntime.OrtValue.ort_value_from_sparse_tensor(sp),
              "b": onnxruntime.OrtValue.ortvalue_from_numpy(b)}
     ref = s.run_with_ort_values(None, feeds)[0].numpy()
-    got = sparse_to_dense_matmul(a, b, alpha=2.0, transA=ta, transB=tb)
+    sp2 = onnxrt.SparseTensor.sparse_coo_from_numpy(list(a.shape), a[a != 0], idx,
+                                                    onnxrt.OrtDevice.make("cpu", 0))
+    mine = onnxrt.InferenceSession(m.SerializeToString())
+    got = mine.run_with_ort_values(None, {
+        "a": onnxrt.OrtValue.ort_value_from_sparse_tensor(sp2),
+        "b": onnxrt.OrtValue.ortvalue_from_numpy(b)})[0].numpy()
     assert_close([ref], [got], rtol=1e-5, atol=1e-5)
+    # a sparse initializer reaches the kernel dense
+    assert_close([ref], [sparse_to_dense_matmul(a, b, alpha=2.0, transA=ta, transB=tb)],
+                 rtol=1e-5, atol=1e-5)
 
 
 def _fpq4_blob(w, qtype):

@@ -47,10 +47,10 @@ def transpose_matmul(a, b, *, alpha=1.0, transA=0, transB=0):
 
 @CPU.kernel("SparseToDenseMatMul", since=1, domain=MS)
 def sparse_to_dense_matmul(a, b, *, alpha=1.0, transA=0, transB=0):
-    """alpha * op(A) @ op(B) for a 2-D sparse A (a sparse initializer arrives dense) and a
-    dense 2-D B."""
-    dense = getattr(a, "dense", None)
-    a = np.asarray(dense() if callable(dense) else a)
+    """alpha * op(A) @ op(B) for a 2-D sparse A (a SparseTensor when fed as a sparse graph
+    input; a sparse initializer arrives dense) and a dense 2-D B."""
+    to_dense = getattr(a, "to_dense", None)
+    a = np.asarray(to_dense() if callable(to_dense) else a)
     b = np.asarray(b)
     if a.ndim != 2 or b.ndim != 2:
         raise ValueError(f"SparseToDenseMatMul: A and B must be 2-D, got {a.shape} and "
