@@ -300,6 +300,11 @@ class RecurrentKernel:
             if self.layout:
                 Y = Y.transpose(2, 0, 1, 3)
             Y = Y.astype(out_dt, copy=False)
+        if lens is not None and (lens == 0).any():
+            # a row of length 0 has no last state: zeros, as onnxruntime writes
+            h = np.where((lens == 0)[None, :, None], 0, h).astype(cdt, copy=False)
+            if c is not None:
+                c = np.where((lens == 0)[None, :, None], 0, c).astype(cdt, copy=False)
         outs = [Y, self._out_state(h, out_dt)]
         if self.has_cell:
             outs.append(self._out_state(c, out_dt))

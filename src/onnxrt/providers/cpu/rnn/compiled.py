@@ -154,7 +154,7 @@ def _recurrent_items(kind, gx, rt, rbh, peep, h0, c0, y, yh, yc, lens, rev, code
     rt (D, H, G*H): recurrent weights transposed; rbh (D, H): GRU's recurrent bias of the
     h gate (not folded into gx); peep (D, 3H): LSTM's peepholes i, o, f; h0, c0, yh, yc
     (D, B, H); y: flat, (T, D, B, H) or (B, T, D, H) when batch_major, zero-filled;
-    lens (B,) int64; rev (D,) int64; codes/alphas/betas (D, 3): the f, g, h activations."""
+    lens (B,) int64 (a row of length 0 gets zero final states, as in onnxruntime); rev (D,) int64; codes/alphas/betas (D, 3): the f, g, h activations."""
     d_n, h_n, gh = rt.shape
     b_n = h0.shape[1]
     t_n = gx.shape[0] // max(1, d_n * b_n * gh)
@@ -282,11 +282,13 @@ def _recurrent_items(kind, gx, rt, rbh, peep, h0, c0, y, yh, yc, lens, rev, code
                     for j in range(h_n):
                         y[yo + j] = hs[r, j]
         for r in range(nb):
+            # a row of length 0 has no last state: zeros, as onnxruntime writes
+            keep = lens[b0 + r] > 0
             for j in range(h_n):
-                yh[d, b0 + r, j] = hs[r, j]
+                yh[d, b0 + r, j] = hs[r, j] if keep else dt.type(0)
             if kind == 2:
                 for j in range(h_n):
-                    yc[d, b0 + r, j] = cs[r, j]
+                    yc[d, b0 + r, j] = cs[r, j] if keep else dt.type(0)
 
 
 def _gru_finish(g, hs, r, h_n, clip, has_clip, gc, ga, gb, tmp, bits, scale, fast):
