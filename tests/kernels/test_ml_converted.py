@@ -245,3 +245,24 @@ def test_scan_distance_pattern_only_where_it_applies(reduce_op, keepdims, fast):
     empty = {"A": feeds["A"], "B": np.zeros((0, 3), np.float32)}
     if fast:
         assert sess.run(None, empty)[1].shape == (0, 7)
+
+
+@pytest.mark.parametrize("n,strings", [(1, False), (3, True), (40, True), (40, False)])
+def test_zipmap_rows(n, strings):
+    # the written-out row builder (up to 32 classes) and the generic one beyond
+    lab = (dict(classlabels_strings=[f"c{i}" for i in range(n)]) if strings
+           else dict(classlabels_int64s=list(range(5, 5 + n))))
+    node = oh.make_node("ZipMap", ["X"], ["Z"], domain="ai.onnx.ml", **lab)
+    kt = TP.STRING if strings else TP.INT64
+    out_t = oh.make_sequence_type_proto(oh.make_map_type_proto(kt, oh.make_tensor_type_proto(
+        TP.FLOAT, None)))
+    g = oh.make_graph([node], "g", [oh.make_tensor_value_info("X", TP.FLOAT, [None, n])],
+                      [oh.make_value_info("Z", out_t)])
+    data = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17),
+                                           oh.make_opsetid("ai.onnx.ml", 1)],
+                         ir_version=9).SerializeToString()
+    x = np.random.default_rng(0).random((50, n)).astype(np.float32)
+    ref = onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None,
+                                                                                    {"X": x})
+    got = onnxrt.InferenceSession(data).run(None, {"X": x})
+    assert got[0] == ref[0]
