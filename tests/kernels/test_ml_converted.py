@@ -266,3 +266,21 @@ def test_zipmap_rows(n, strings):
                                                                                     {"X": x})
     got = onnxrt.InferenceSession(data).run(None, {"X": x})
     assert got[0] == ref[0]
+
+
+@pytest.mark.parametrize("dtype,et", [(np.int64, TP.INT64), (np.float32, TP.FLOAT),
+                                      (np.float64, TP.DOUBLE)])
+def test_one_hot_encoder_integer_lookup(dtype, et):
+    # categories unsorted and repeated (the last position wins), values outside the list
+    node = oh.make_node("OneHotEncoder", ["X"], ["Y"], domain="ai.onnx.ml",
+                        cats_int64s=[7, 3, 11, 3, -2], zeros=1)
+    g = oh.make_graph([node], "g", [oh.make_tensor_value_info("X", et, [None, 3])],
+                      [oh.make_tensor_value_info("Y", TP.FLOAT, None)])
+    data = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17),
+                                           oh.make_opsetid("ai.onnx.ml", 1)],
+                         ir_version=9).SerializeToString()
+    x = np.array([[7, 3, 5], [-2, 11, 3], [0, 100, -2]], dtype)
+    ref = onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"]).run(
+        None, {"X": x})
+    got = onnxrt.InferenceSession(data).run(None, {"X": x})
+    np.testing.assert_array_equal(got[0], ref[0])

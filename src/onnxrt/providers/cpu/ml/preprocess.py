@@ -184,6 +184,19 @@ class OneHotEncoder:
         self.strings = list(a.get("cats_strings") or [])
         self.ints = list(a.get("cats_int64s") or [])
         self.zeros = int(a.get("zeros", 1))
+        # integer categories looked up by one searchsorted (a repeated category: its last
+        # position, as a dict built in order keeps)
+        cats = np.asarray(self.ints, dtype=np.int64)
+        rev_sorted, first = np.unique(cats[::-1], return_index=True)
+        self._sorted = rev_sorted
+        self._pos = (cats.size - 1 - first).astype(np.int64)
+
+    def _int_positions(self, xi: np.ndarray) -> np.ndarray:
+        srt = self._sorted
+        if not srt.size:
+            return np.full(xi.shape, -1, np.int64)
+        p = np.minimum(np.searchsorted(srt, xi), srt.size - 1)
+        return np.where(srt[p] == xi, self._pos[p], -1)
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         if x.dtype == object or x.dtype.kind in "US":
@@ -191,20 +204,18 @@ class OneHotEncoder:
             uniq, inv = np.unique(x.astype(object).reshape(-1), return_inverse=True)
             pos = {c: i for i, c in enumerate(cats)}
             m = np.array([pos.get(u, -1) for u in uniq.tolist()], dtype=np.int64)
-        else:
-            cats = self.ints
-            xi = x.astype(np.int64).reshape(-1)
-            uniq, inv = np.unique(xi, return_inverse=True)
-            pos = {c: i for i, c in enumerate(cats)}
-            m = np.array([pos.get(int(u), -1) for u in uniq.tolist()], dtype=np.int64)
-        idx = m[inv]
+            return self._encode(m[inv], x.shape, len(cats))
+        idx = self._int_positions(x.astype(np.int64).reshape(-1))
+        return self._encode(idx, x.shape, len(self.ints))
+
+    def _encode(self, idx: np.ndarray, shape: tuple[int, ...], n: int) -> np.ndarray:
         if not self.zeros and np.any(idx < 0):
             raise ValueError("OneHotEncoder: input holds a category that is not in the list "
                              "and zeros=0")
-        out = np.zeros((idx.size, len(cats)), dtype=_F32)
+        out = np.zeros((idx.size, n), dtype=_F32)
         ok = idx >= 0
         out[np.nonzero(ok)[0], idx[ok]] = 1.0
-        return out.reshape(x.shape + (len(cats),))
+        return out.reshape(shape + (n,))
 
 
 @CPU.kernel("Scaler", since=1, domain=ML)
