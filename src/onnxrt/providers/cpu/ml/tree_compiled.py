@@ -28,13 +28,64 @@ _PAR_MIN_WALKS = 30_000
 _ROW_BLOCK = 64
 
 
-def _walk(x, feat, thr, mode, child, mtt, roots, n_inner, single, mem_ptr, mem_vals, lptr,
-          ltgt, lw, agg, scores, has, by_trees, n_parts, lo, hi):
+def _leaf_leq(x, r, tab, thr, n_inner, node):
+    """The leaf row ``r`` reaches from ``node`` when every interior node is BRANCH_LEQ and
+    no missing value tracks true: the child is picked by index, no branch to mispredict."""
+    while node < n_inner:
+        b = node * 4
+        node = tab[b + 1 + (1 if x[r, tab[b]] <= thr[node] else 0)]
+    return node
+
+
+def _leaf_lt(x, r, tab, thr, n_inner, node):
+    """_leaf_leq for BRANCH_LT (XGBoost's trees)."""
+    while node < n_inner:
+        b = node * 4
+        node = tab[b + 1 + (1 if x[r, tab[b]] < thr[node] else 0)]
+    return node
+
+
+def _leaf_any(x, r, tab, thr, n_inner, node, mem_ptr, mem_vals):
+    """The leaf row ``r`` reaches from ``node``, each node with its own mode (the low 4
+    bits of tab[4 * node + 3]; bit 4: a missing value goes the true way)."""
+    while node < n_inner:
+        b = node * 4
+        v = x[r, tab[b]]
+        th = thr[node]
+        fl = tab[b + 3]
+        m = fl & 15
+        if m == 0:
+            c = v <= th
+        elif m == 1:
+            c = v < th
+        elif m == 2:
+            c = v >= th
+        elif m == 3:
+            c = v > th
+        elif m == 4:
+            c = v == th
+        elif m == 5:
+            c = v != th
+        else:
+            c = False
+            for e in range(mem_ptr[node], mem_ptr[node + 1]):
+                if mem_vals[e] == v:
+                    c = True
+                    break
+        if v != v and (fl >> 4) != 0:
+            c = True
+        node = tab[b + 1 + (1 if c else 0)]
+    return node
+
+
+def _walk(x, tab, thr, roots, n_inner, fast, mem_ptr, mem_vals, lptr, ltgt, lw, agg,
+          scores, has, by_trees, n_parts, lo, hi):
     """Parts lo..hi-1 of ``n_parts``: by rows (every part writes its rows of scores[0])
-    or, when ``by_trees``, by trees (part p writes scores[p] for all rows). ``single``:
-    the one comparison every interior node uses, or -1 (per-node ``mode``; 6 = member of
-    the node's set in mem_vals[mem_ptr[node]:mem_ptr[node + 1]]). ``agg``: 0/1 sum
-    (average divides later), 2 min, 3 max; ``has`` marks targets some leaf fed."""
+    or, when ``by_trees``, by trees (part p writes scores[p] for all rows). ``tab``: per
+    interior node (feature, false child, true child, mode | missing-tracks-true << 4),
+    flat; ``fast``: 0 every node BRANCH_LEQ, 1 every node BRANCH_LT (no missing values
+    tracked in either), -1 per-node modes. ``agg``: 0/1 sum (average divides later),
+    2 min, 3 max; ``has`` marks targets some leaf fed."""
     n_rows = x.shape[0]
     n_trees = roots.shape[0]
     for part in range(lo, hi):
@@ -55,33 +106,12 @@ def _walk(x, feat, thr, mode, child, mtt, roots, n_inner, single, mem_ptr, mem_v
             for t in range(t0, t1):
                 root = roots[t]
                 for r in range(b0, b1):
-                    xr = x[r]
-                    node = root
-                    while node < n_inner:
-                        v = xr[feat[node]]
-                        th = thr[node]
-                        m = single if single >= 0 else mode[node]
-                        if m == 0:
-                            c = v <= th
-                        elif m == 1:
-                            c = v < th
-                        elif m == 2:
-                            c = v >= th
-                        elif m == 3:
-                            c = v > th
-                        elif m == 4:
-                            c = v == th
-                        elif m == 5:
-                            c = v != th
-                        else:
-                            c = False
-                            for e in range(mem_ptr[node], mem_ptr[node + 1]):
-                                if mem_vals[e] == v:
-                                    c = True
-                                    break
-                        if v != v and mtt[node]:
-                            c = True
-                        node = child[2 * node + (1 if c else 0)]
+                    if fast == 0:
+                        node = _leaf_leq(x, r, tab, thr, n_inner, root)
+                    elif fast == 1:
+                        node = _leaf_lt(x, r, tab, thr, n_inner, root)
+                    else:
+                        node = _leaf_any(x, r, tab, thr, n_inner, root, mem_ptr, mem_vals)
                     for e in range(lptr[node], lptr[node + 1]):
                         k = ltgt[e]
                         w = lw[e]
@@ -106,6 +136,9 @@ def kernel() -> Any:
     from onnxrt.providers.cpu.nn import jit
 
     def build(numba: Any) -> Any:
+        g = globals()
+        for f in (_leaf_leq, _leaf_lt, _leaf_any):
+            g[f.__name__] = numba.njit(error_model="numpy")(f)
         fn = jit._njit(numba, _walk)
         for xt, acc in ((np.float32, np.float32), (np.float64, np.float32),
                         (np.float64, np.float64)):
@@ -128,16 +161,27 @@ class Layout:
         n = feat.size
         self.n_inner = int(n_inner)
         self.n_targets = values.shape[1]
-        self.feat = np.ascontiguousarray(feat, dtype=np.int64)
         self.thr64 = np.ascontiguousarray(thr, dtype=np.float64)
         thr32 = self.thr64.astype(np.float32)
         # float32 rows compare against float32 thresholds when that loses nothing
         self.thr32 = thr32 if np.array_equal(thr32.astype(np.float64), self.thr64) else None
-        self.mode = np.ascontiguousarray(mode, dtype=np.uint8)
-        self.child = np.ascontiguousarray(child, dtype=np.int64)
-        self.mtt = np.ascontiguousarray(mtt, dtype=np.bool_)
+        ni = self.n_inner
+        if n >= 2**31:
+            raise ValueError(f"tree ensemble of {n} nodes: more than the compiled walk's "
+                             f"32-bit node ids")
+        # per interior node: feature, false child, true child, mode | missing-true << 4
+        tab = np.empty((ni, 4), np.int32)
+        tab[:, 0] = feat[:ni]
+        tab[:, 1] = child[0:2 * ni:2]
+        tab[:, 2] = child[1:2 * ni:2]
+        tab[:, 3] = mode[:ni].astype(np.int32) | (mtt[:ni].astype(np.int32) << 4)
+        self.tab = tab.reshape(-1)
+        self.thr64 = np.ascontiguousarray(self.thr64[:ni])
+        self.thr32 = None if self.thr32 is None else np.ascontiguousarray(self.thr32[:ni])
         self.roots = np.ascontiguousarray(roots, dtype=np.int64)
-        self.single = -1 if single is None else int(single)
+        single = -1 if single is None else int(single)
+        # 0/1: every interior node BRANCH_LEQ/BRANCH_LT and no missing value tracked
+        self.fast = single if single in (0, 1) and not mtt[:ni].any() else -1
         ptr = np.zeros(n + 1, np.int64)
         vals: list[np.ndarray] = []
         for node in range(n):
@@ -179,9 +223,8 @@ class Layout:
         bufs = parts if by_trees else 1
         out = np.zeros((bufs, n, k), acc)
         has = np.zeros((bufs, n, k), np.bool_)
-        args = (x, self.feat, thr, self.mode, self.child, self.mtt, self.roots, self.n_inner,
-                self.single, self.mem_ptr, self.mem_vals, self.lptr, self.ltgt, lw, agg, out,
-                has, by_trees, parts)
+        args = (x, self.tab, thr, self.roots, self.n_inner, self.fast, self.mem_ptr,
+                self.mem_vals, self.lptr, self.ltgt, lw, agg, out, has, by_trees, parts)
         intra.for_ranges(fn, args, parts, spread=parts > 1)
         if bufs == 1:
             return out[0], has[0]
