@@ -206,7 +206,14 @@ def test_lightgbm_and_xgboost_style_trees():
         warnings.simplefilter("ignore")
         data = onnxmltools.convert_lightgbm(m, initial_types=[("X", F([None, x.shape[1]]))],
                                             target_opset=15, zipmap=True).SerializeToString()
-    _compare(data, x)
+    sess = _compare(data, x)
+    (forest,) = [st.fn.forest for st in sess._plan.steps if hasattr(st.fn, "forest")]
+    if forest._layout is not None:
+        assert forest._layout.fast == 2    # all BRANCH_LEQ, missing values tracked
+    xn = x.copy()
+    xn[::3, 0] = np.nan         # LightGBM sends missing values down a learned side
+    xn[::4, 2] = np.nan
+    _compare(data, xn)
 
 
 def _scan_model(reduce_op: str, keepdims: int) -> onnx.ModelProto:

@@ -45,6 +45,20 @@ def _leaf_lt(x, r, tab, thr, n_inner, node):
     return node
 
 
+def _leaf_cmp_missing(x, r, tab, thr, n_inner, node, lt):
+    """The leaf row ``r`` reaches from ``node`` when every interior node is BRANCH_LEQ
+    (``lt`` False, LightGBM's trees) or BRANCH_LT and some send a missing value the true
+    way (bit 4 of tab[4 * node + 3])."""
+    while node < n_inner:
+        b = node * 4
+        v = x[r, tab[b]]
+        th = thr[node]
+        c = (v < th) if lt else (v <= th)
+        miss = (v != v) and (tab[b + 3] >> 4) != 0
+        node = tab[b + 1 + (1 if c or miss else 0)]
+    return node
+
+
 def _leaf_any(x, r, tab, thr, n_inner, node, mem_ptr, mem_vals):
     """The leaf row ``r`` reaches from ``node``, each node with its own mode (the low 4
     bits of tab[4 * node + 3]; bit 4: a missing value goes the true way)."""
@@ -84,7 +98,7 @@ def _walk(x, tab, thr, roots, n_inner, fast, mem_ptr, mem_vals, lptr, ltgt, lw, 
     or, when ``by_trees``, by trees (part p writes scores[p] for all rows). ``tab``: per
     interior node (feature, false child, true child, mode | missing-tracks-true << 4),
     flat; ``fast``: 0 every node BRANCH_LEQ, 1 every node BRANCH_LT (no missing values
-    tracked in either), -1 per-node modes. ``agg``: 0/1 sum (average divides later),
+    tracked in either), 2/3 the same with missing values tracked, -1 per-node modes. ``agg``: 0/1 sum (average divides later),
     2 min, 3 max; ``has`` marks targets some leaf fed."""
     n_rows = x.shape[0]
     n_trees = roots.shape[0]
@@ -110,6 +124,8 @@ def _walk(x, tab, thr, roots, n_inner, fast, mem_ptr, mem_vals, lptr, ltgt, lw, 
                         node = _leaf_leq(x, r, tab, thr, n_inner, root)
                     elif fast == 1:
                         node = _leaf_lt(x, r, tab, thr, n_inner, root)
+                    elif fast >= 2:
+                        node = _leaf_cmp_missing(x, r, tab, thr, n_inner, root, fast == 3)
                     else:
                         node = _leaf_any(x, r, tab, thr, n_inner, root, mem_ptr, mem_vals)
                     for e in range(lptr[node], lptr[node + 1]):
@@ -137,7 +153,7 @@ def kernel() -> Any:
 
     def build(numba: Any) -> Any:
         g = globals()
-        for f in (_leaf_leq, _leaf_lt, _leaf_any):
+        for f in (_leaf_leq, _leaf_lt, _leaf_cmp_missing, _leaf_any):
             g[f.__name__] = numba.njit(error_model="numpy")(f)
         fn = jit._njit(numba, _walk)
         for xt, acc in ((np.float32, np.float32), (np.float64, np.float32),
@@ -180,8 +196,11 @@ class Layout:
         self.thr32 = None if self.thr32 is None else np.ascontiguousarray(self.thr32[:ni])
         self.roots = np.ascontiguousarray(roots, dtype=np.int64)
         single = -1 if single is None else int(single)
-        # 0/1: every interior node BRANCH_LEQ/BRANCH_LT and no missing value tracked
-        self.fast = single if single in (0, 1) and not mtt[:ni].any() else -1
+        # 0/1: every interior node BRANCH_LEQ/BRANCH_LT and no missing value tracked, 2/3
+        # the same with missing values tracked, -1 per-node modes
+        self.fast = -1
+        if single in (0, 1):
+            self.fast = single + (2 if mtt[:ni].any() else 0)
         ptr = np.zeros(n + 1, np.int64)
         vals: list[np.ndarray] = []
         for node in range(n):
