@@ -1,9 +1,12 @@
 """What RNN, GRU and LSTM share: attributes, activations, layouts, the time loop.
 
-The input projection of every timestep (and both directions) is one matmul; only the
-recurrence ``h @ R^T`` runs per step, for both directions at once as a stacked matmul.
-Reverse directions and ``sequence_lens`` are handled by gathering the projected inputs into
-processing order once, so the loop itself never branches on the direction.
+The input projection of every timestep (and both directions) is one matmul (weights of
+both directions side by side, laid out once per session when they are constants); the
+time loop then runs whole in one compiled call (rnn/compiled.py: gates fused, directions
+and blocks of batch rows over the session's threads). Without numba (or ONNXRT_JIT=0) the
+NumPy loop below runs instead: only the recurrence ``h @ R^T`` per step, for both
+directions at once as a stacked matmul; reverse directions and ``sequence_lens`` handled by
+gathering the projected inputs into processing order once.
 """
 
 from __future__ import annotations
