@@ -254,7 +254,7 @@ class RecurrentKernel:
         # input projection of all steps and directions: (D, T, B, G*H)
         gx = np.matmul(X.reshape(T * Bn, I)[None], Wt)
         gx += packed[2]
-        gx = gx.reshape(D, T, Bn, -1)
+        gx = gx.reshape(D, T, Bn, Wt.shape[2])
         steps = T
         idx = mask = None
         if lens is None:
