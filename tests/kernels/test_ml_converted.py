@@ -291,3 +291,22 @@ def test_one_hot_encoder_integer_lookup(dtype, et):
         None, {"X": x})
     got = onnxrt.InferenceSession(data).run(None, {"X": x})
     np.testing.assert_array_equal(got[0], ref[0])
+
+
+def test_tree_negative_feature_id_is_refused():
+    # the compiled walk reads features without bounds checks: a model naming feature -1
+    # fails at session creation, naming the problem
+    node = oh.make_node(
+        "TreeEnsembleRegressor", ["X"], ["Y"], domain="ai.onnx.ml", n_targets=1,
+        nodes_treeids=[0, 0, 0], nodes_nodeids=[0, 1, 2], nodes_featureids=[-1, 0, 0],
+        nodes_modes=["BRANCH_LEQ", "LEAF", "LEAF"], nodes_values=[0.5, 0, 0],
+        nodes_truenodeids=[1, 0, 0], nodes_falsenodeids=[2, 0, 0],
+        target_treeids=[0, 0], target_nodeids=[1, 2], target_ids=[0, 0],
+        target_weights=[1.0, 2.0])
+    g = oh.make_graph([node], "g", [oh.make_tensor_value_info("X", TP.FLOAT, [None, 2])],
+                      [oh.make_tensor_value_info("Y", TP.FLOAT, None)])
+    data = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17),
+                                           oh.make_opsetid("ai.onnx.ml", 1)],
+                         ir_version=9).SerializeToString()
+    with pytest.raises(Exception, match="feature"):
+        onnxrt.InferenceSession(data).run(None, {"X": np.zeros((2, 2), np.float32)})

@@ -69,6 +69,10 @@ class Forest:
         self.single_mode = int(inner[0]) if inner.size == 1 and inner[0] != MEMBER else None
         self.modes = [int(m) for m in inner]
         self.n_features = int(self.feat.max()) + 1 if n else 0
+        if self.n_inner and int(self.feat[:self.n_inner].min()) < 0:
+            # both walks index the row by feature id (the compiled one unchecked)
+            raise ValueError(f"a tree node reads feature {int(self.feat[:self.n_inner].min())}"
+                             f": feature ids must be >= 0")
         self._check_depth()
         # the compiled walk's packing of this table (ml/tree_compiled.py), or None
         self._walk = tree_compiled.kernel()
