@@ -186,3 +186,121 @@ def test_only_y_h_requested():
                                providers=["CPUExecutionProvider"]).run(None, feeds)
     got = _run_ours(model, feeds)
     np.testing.assert_allclose(got[0], exp[0], rtol=1e-4, atol=1e-5)
+
+
+# -- the compiled time loop (rnn/compiled.py) and its edges ---------------------------------
+
+def _session_kernel(model):
+    """The session and the kernel object of its one recurrent node."""
+    sess = onnxrt.InferenceSession(model.SerializeToString())
+    fns = [s.fn for s in sess._plan.steps if hasattr(s.fn, "num_dir")]
+    assert len(fns) == 1
+    return sess, fns[0]
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+def test_sequence_lens_with_zeros(op, direction):
+    # a row of length 0: Y all zeros for it and, as onnxruntime writes, zero Y_h / Y_c
+    _check(op, {"direction": direction}, lens=[0, 5, 3])
+    _check(op, {"direction": direction}, lens=[2, 0, 0], init=False)
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+def test_batch_one_and_zero(op):
+    _check(op, {"direction": "bidirectional"}, B=1)
+    _check(op, {}, B=1, lens=[4])
+    # batch 0: empty outputs of the right shapes (onnx.reference: onnxruntime refuses it)
+    ins = _inputs(op, B=0, init=False)
+    n_out = 3 if op == "LSTM" else 2
+    model = _model(op, ins, {"hidden_size": 6}, n_out)
+    got = _run_ours(model, _feeds(ins))
+    assert got[0].shape == (5, 1, 0, 6) and all(g.shape == (1, 0, 6) for g in got[1:])
+
+
+@pytest.mark.parametrize("op", ["GRU", "LSTM"])
+def test_threads_split_directions_and_rows(op):
+    # enough work that the loop splits: both directions, blocks of batch rows
+    _check(op, {"direction": "bidirectional"}, T=40, B=5, I=16, H=48, lens=[40, 3, 0, 17, 40])
+    _check(op, {"linear_before_reset": 1} if op == "GRU" else {"input_forget": 1},
+           T=40, B=9, I=16, H=48)
+
+
+def test_lstm_clip_with_peepholes():
+    # the output gate is clipped after its peephole term (the new cell state) is added
+    _check("LSTM", {"clip": 0.4}, peep=True)
+    _check("LSTM", {"clip": 0.4, "direction": "bidirectional"}, peep=True, lens=[3, 5, 1])
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+@pytest.mark.parametrize("direction", ["forward", "bidirectional"])
+def test_layout_batchwise_with_lens(op, direction):
+    # onnxruntime has no layout=1 and onnx.reference ignores sequence_lens: the oracle is
+    # onnxruntime on the layout-0 model, its inputs and outputs transposed
+    D = 2 if direction == "bidirectional" else 1
+    ins = _inputs(op, D=D, layout=0, lens=[5, 2, 0])
+    n_out = 3 if op == "LSTM" else 2
+    attrs = {"hidden_size": 6, "direction": direction}
+    exp = ort.InferenceSession(_model(op, ins, attrs, n_out).SerializeToString(),
+                               providers=["CPUExecutionProvider"]).run(None, _feeds(ins))
+    ins1 = [ins[0].transpose(1, 0, 2)] + ins[1:5] + [
+        v.transpose(1, 0, 2) if v is not None else None for v in ins[5:7]] + ins[7:]
+    got = _run_ours(_model(op, ins1, {**attrs, "layout": 1}, n_out), _feeds(ins1))
+    np.testing.assert_allclose(got[0], exp[0].transpose(2, 0, 1, 3), rtol=1e-4, atol=1e-5)
+    for g, e in zip(got[1:], exp[1:]):
+        np.testing.assert_allclose(g, e.transpose(1, 0, 2), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+def test_compiled_loop_matches_numpy_path(op):
+    from onnxrt.providers.cpu.nn import jit
+
+    if not jit.enabled():
+        pytest.skip("numba is disabled here (ONNXRT_JIT=0): only the NumPy path runs")
+    ins = _inputs(op, D=2, lens=[5, 1, 4], peep=True)
+    attrs = {"hidden_size": 6, "direction": "bidirectional", "clip": 1.5}
+    if op == "GRU":
+        attrs["linear_before_reset"] = 1
+    model = _model(op, ins, attrs, 3 if op == "LSTM" else 2)
+    feeds = _feeds(ins)
+    sess, k = _session_kernel(model)
+    assert k._loop is not None         # the compiled loop runs this node
+    got = sess.run(None, feeds)
+    jit.set_enabled(False)
+    try:
+        sess_np, k_np = _session_kernel(model)
+        assert k_np._loop is None
+        ref = sess_np.run(None, feeds)
+    finally:
+        jit.set_enabled(True)
+    for g, r in zip(got, ref):
+        np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-6)
+
+
+def test_lstm_weights_from_outer_scope_inside_if():
+    # an exported streaming model reads the LSTM's weights from the main graph inside an
+    # If: the branch holds them as constants, so the kernel packs them once
+    ins = _inputs("LSTM", T=1, B=1)
+    X, W, R, Bv = ins[:4]
+    node = helper.make_node("LSTM", ["X", "W", "R", "B"], ["", "Y_h"], hidden_size=6)
+    branch = helper.make_graph([node], "then", [],
+                               [helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, None)])
+    neg = helper.make_graph(
+        [helper.make_node("Neg", ["X"], ["Z"])], "else", [],
+        [helper.make_tensor_value_info("Z", TensorProto.FLOAT, None)])
+    top = helper.make_node("If", ["c"], ["out"], then_branch=branch, else_branch=neg)
+    inits = [onnx.numpy_helper.from_array(v, n) for n, v in zip("WRB", (W, R, Bv))]
+    g = helper.make_graph(
+        [top], "g", [helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+                     helper.make_tensor_value_info("X", TensorProto.FLOAT, list(X.shape))],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)], ir_version=9)
+    feeds = {"c": np.array(True), "X": X}
+    exp = ort.InferenceSession(model.SerializeToString(),
+                               providers=["CPUExecutionProvider"]).run(None, feeds)
+    sess = onnxrt.InferenceSession(model.SerializeToString())
+    np.testing.assert_allclose(sess.run(None, feeds)[0], exp[0], rtol=1e-5, atol=1e-6)
+    (step,) = [s for s in sess._plan.steps if s.node.op_type == "If"]
+    assert set(step.node.implicit_inputs) == {"X"}     # W, R, B are the branch's own
+    lstm = step.node.subgraphs["then_branch"].plan.steps[0].fn
+    assert lstm._packed is not None

@@ -264,10 +264,17 @@ class Planner:
     # -- graphs ---------------------------------------------------------------------------
     def plan_graph(self, graph: onnx.GraphProto, outer_scope: frozenset[str] = frozenset(),
                    opsets: dict[str, int] | None = None, *, is_main: bool = False,
-                   path: str | None = None) -> GraphPlan:
+                   path: str | None = None,
+                   outer_constants: dict[str, Any] | None = None) -> GraphPlan:
         """Plan one graph. ``path`` names it in the partition ("main", or a nested graph's
-        path); graphs without a path (function bodies) run on host providers."""
+        path); graphs without a path (function bodies) run on host providers.
+        ``outer_constants``: values of enclosing scopes known at session creation (their
+        initializers and folded nodes): a nested graph holds them as its own constants, so
+        its nodes fold and its kernels pre-pack weights read from the outer graph (an
+        exported LSTM inside an If reads the main graph's weights) instead of receiving
+        them as implicit inputs on every call."""
         opsets = self.opsets if opsets is None else opsets
+        outer_constants = outer_constants or {}
         slots: dict[str, int] = {}
         initial: list[Any] = [None, None]
         slot_names = ["<none>", "<sink>"]
@@ -326,6 +333,10 @@ class Planner:
             s = slots.get(name)
             if s is not None:
                 return s
+            if name in outer_scope and name in outer_constants:
+                v = outer_constants[name]
+                constants[name] = v
+                return new_slot(name, v)
             if name in outer_scope:
                 s = new_slot(name)
                 outer_names.append(name)
@@ -377,7 +388,8 @@ class Planner:
             ins = [slot_of(n, who) for n in node.input]
             # subgraphs see everything defined so far plus our own outer scope
             visible = frozenset(slots) | outer_scope
-            subgraphs, implicit = self._plan_subgraphs(node, visible, opsets, path, unit.index)
+            subgraphs, implicit = self._plan_subgraphs(node, visible, opsets, path, unit.index,
+                                                       {**outer_constants, **constants})
             implicit_slots = [slot_of(n, who) for n in implicit]
             outs = []
             for o in node.output:
@@ -519,13 +531,14 @@ class Planner:
 
     def _plan_subgraphs(self, node: onnx.NodeProto, visible: frozenset[str],
                         opsets: dict[str, int], path: str | None = None, index: int = 0,
+                        constants: dict[str, Any] | None = None,
                         ) -> tuple[dict[str, Any], list[str]]:
         subgraphs: dict[str, Any] = {}
         implicit: dict[str, None] = {}
         for a in node.attribute:
             if a.type == AttributeProto.GRAPH:
                 sub = subgraph_path(path, index, a.name) if path is not None else None
-                p = self.plan_graph(a.g, visible, opsets, path=sub)
+                p = self.plan_graph(a.g, visible, opsets, path=sub, outer_constants=constants)
                 subgraphs[a.name] = SubgraphRunner(p, execute_plan)
                 for n in p.outer_names:
                     implicit.setdefault(n, None)
@@ -533,7 +546,8 @@ class Planner:
                 runners = []
                 for k, g in enumerate(a.graphs):
                     sub = subgraph_path(path, index, a.name, k) if path is not None else None
-                    p = self.plan_graph(g, visible, opsets, path=sub)
+                    p = self.plan_graph(g, visible, opsets, path=sub,
+                                        outer_constants=constants)
                     runners.append(SubgraphRunner(p, execute_plan))
                     for n in p.outer_names:
                         implicit.setdefault(n, None)

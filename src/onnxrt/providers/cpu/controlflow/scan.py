@@ -12,6 +12,7 @@ import numpy as np
 
 from onnxrt.framework.kernel import NodeInfo
 from onnxrt.providers.cpu import CPU
+from onnxrt.providers.cpu.controlflow import scan_cdist
 from onnxrt.providers.cpu.controlflow._common import check_io, empty_stacked, outer_of
 
 
@@ -54,9 +55,19 @@ class Scan:
         types = self.body.output_types
         self.out_types = [types[self.n_state + j] if self.n_state + j < len(types) else None
                           for j in range(self.k)]
+        # a pairwise squared-distance body (skl2onnx's k-nearest neighbours) runs as one
+        # call over every scanned row (controlflow/scan_cdist.py)
+        self.cdist = (self.n_state == 1 and self.m == 1 and self.k == 1
+                      and self.in_axes == [0] and not self.in_rev[0]
+                      and self.out_axes == [0] and not self.out_rev[0]
+                      and scan_cdist.match(self.body.plan))
+        self._cdist_fn = scan_cdist.kernel() if self.cdist else None
 
     def __call__(self, *inputs: Any, ctx: Any) -> tuple[Any, ...]:
         n_own, ns = self.n_own, self.n_state
+        if self.cdist:
+            state, rows = np.asarray(inputs[0]), np.asarray(inputs[1])
+            return state, scan_cdist.squared_distances(state, rows, self._cdist_fn)
         outer = outer_of(self.node, inputs[n_own:]) if len(inputs) > n_own else None
         states = list(inputs[:ns])
         # each scan input with its scan axis moved first and reversed if scanned backwards

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from onnxrt.execute import intra
 from onnxrt.framework.kernel import NodeInfo
 from onnxrt.providers.cpu import CPU
 from onnxrt.providers.cpu.ml._common import (ML, as_2d_float, labels_array, post_transform,
@@ -77,10 +78,72 @@ class SVMRegressor:
         return post_transform(s, self.transform).astype(_F32)
 
 
+def _couple_rows(r, p, lo, hi):
+    """_couple for rows lo..hi-1, one row at a time (compiled by _couple_kernel): the same
+    iteration, stopping per row as soon as its own error is small enough."""
+    k = r.shape[1]
+    q = np.empty((k, k))
+    qp = np.empty(k)
+    eps = 0.005 / k
+    for n in range(lo, hi):
+        rn = r[n]
+        for t in range(k):
+            p[n, t] = 1.0 / k
+            d = 0.0
+            for j in range(k):
+                if j != t:
+                    d += rn[j, t] * rn[j, t]
+                    q[t, j] = -rn[j, t] * rn[t, j]
+            q[t, t] = d
+        pn = p[n]
+        for _ in range(max(100, k)):
+            pqp = 0.0
+            for t in range(k):
+                v = 0.0
+                for j in range(k):
+                    v += q[t, j] * pn[j]
+                qp[t] = v
+                pqp += pn[t] * v
+            err = 0.0
+            for t in range(k):
+                e = abs(qp[t] - pqp)
+                err = e if e > err else err
+            if err < eps:
+                break
+            for t in range(k):
+                diff = (-qp[t] + pqp) / q[t, t]
+                pn[t] += diff
+                pqp = (pqp + diff * (diff * q[t, t] + 2.0 * qp[t])) / (1.0 + diff) / (1.0 + diff)
+                for j in range(k):
+                    qp[j] = (qp[j] + diff * q[t, j]) / (1.0 + diff)
+                    pn[j] /= (1.0 + diff)
+
+
+_COUPLE: list[Any] = []
+
+
+def _couple_kernel() -> Any:
+    """_couple_rows compiled (numba's disk cache or once per process), or None."""
+    from onnxrt.providers.cpu.nn import jit
+
+    def build(numba: Any) -> Any:
+        fn = jit._njit(numba, _couple_rows)
+        fn(np.full((1, 2, 2), 0.5), np.empty((1, 2)), 0, 1)
+        return fn
+
+    return jit.compile_once(_COUPLE, build)
+
+
 def _couple(r: np.ndarray) -> np.ndarray:
     """Pairwise-coupled class probabilities (Wu, Lin & Weng's second method), batched.
 
     r: (N, k, k) with r[:, i, j] the estimated P(class i | i or j)."""
+    fn = _couple_kernel()
+    if fn is not None:
+        r = np.ascontiguousarray(r, dtype=np.float64)
+        p = np.empty(r.shape[:2])
+        intra.for_ranges(fn, (r, p), r.shape[0], spread=r.shape[0] >= 256)
+        return p
     n, k, _ = r.shape
     q = -r.transpose(0, 2, 1) * r
     eye = np.eye(k, dtype=bool)

@@ -15,6 +15,7 @@ import numpy as np
 
 from onnxrt.framework.kernel import NodeInfo
 from onnxrt.providers.cpu import CPU
+from onnxrt.providers.cpu.ml import tree_compiled
 from onnxrt.providers.cpu.ml._common import (ML, as_2d_float, labels_array, post_transform,
                                              transform_name)
 
@@ -68,7 +69,19 @@ class Forest:
         self.single_mode = int(inner[0]) if inner.size == 1 and inner[0] != MEMBER else None
         self.modes = [int(m) for m in inner]
         self.n_features = int(self.feat.max()) + 1 if n else 0
+        if self.n_inner and int(self.feat[:self.n_inner].min()) < 0:
+            # both walks index the row by feature id (the compiled one unchecked)
+            raise ValueError(f"a tree node reads feature {int(self.feat[:self.n_inner].min())}"
+                             f": feature ids must be >= 0")
         self._check_depth()
+        # the compiled walk's packing of this table (ml/tree_compiled.py), or None
+        self._walk = tree_compiled.kernel()
+        self._layout = None
+        if self._walk is not None:
+            self._layout = tree_compiled.Layout(self.feat, self.thr, self.mode, self.child,
+                                                self.mtt, self.roots, self.n_inner,
+                                                self.values, self.has, self.members,
+                                                self.single_mode)
 
     def _check_depth(self) -> None:
         # a cycle would make traversal loop forever: walk all paths once, bounded
@@ -146,6 +159,14 @@ class Forest:
         """Per-target scores and whether any reached leaf fed each target. Sums run tree by
         tree in ``acc`` (float32 for float inputs, as onnxruntime does, so ties such as a
         score of exactly 0.5 resolve the same way)."""
+        if self._layout is not None:
+            if x.shape[1] < self.n_features:
+                raise ValueError(f"input has {x.shape[1]} features, the trees read feature "
+                                 f"{self.n_features - 1}")
+            scores, has = self._layout.scores(x, agg, acc, self._walk)
+            if agg == 0 and self.roots.size:
+                scores /= scores.dtype.type(self.roots.size)
+            return scores, has
         leaves = self.leaves(x)
         n, t = leaves.shape
         k = self.values.shape[1]

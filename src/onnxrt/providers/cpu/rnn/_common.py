@@ -1,9 +1,12 @@
 """What RNN, GRU and LSTM share: attributes, activations, layouts, the time loop.
 
-The input projection of every timestep (and both directions) is one matmul; only the
-recurrence ``h @ R^T`` runs per step, for both directions at once as a stacked matmul.
-Reverse directions and ``sequence_lens`` are handled by gathering the projected inputs into
-processing order once, so the loop itself never branches on the direction.
+The input projection of every timestep (and both directions) is one matmul (weights of
+both directions side by side, laid out once per session when they are constants); the
+time loop then runs whole in one compiled call (rnn/compiled.py: gates fused, directions
+and blocks of batch rows over the session's threads). Without numba (or ONNXRT_JIT=0) the
+NumPy loop below runs instead: only the recurrence ``h @ R^T`` per step, for both
+directions at once as a stacked matmul; reverse directions and ``sequence_lens`` handled by
+gathering the projected inputs into processing order once.
 """
 
 from __future__ import annotations
@@ -12,7 +15,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+from onnxrt.execute import intra
 from onnxrt.framework.kernel import NodeInfo
+from onnxrt.providers.cpu.nn.matmul import matmul
+from onnxrt.providers.cpu.rnn import compiled
 
 __all__ = ["RecurrentKernel", "sigmoid"]
 
@@ -93,6 +99,7 @@ class RecurrentKernel:
     n_gates = 1                         # gate blocks stacked in W and R
     default_acts: tuple[str, ...] = ()  # activation names for one direction
     has_cell = False                    # LSTM: a cell state next to the hidden state
+    kind = compiled.KIND_RNN            # which cell the compiled loop runs
 
     def __init__(self, node: NodeInfo) -> None:
         a = node.attrs
@@ -105,6 +112,7 @@ class RecurrentKernel:
         self.reverse = {"forward": (False,), "reverse": (True,),
                         "bidirectional": (False, True)}[direction]
         self.num_dir = len(self.reverse)
+        self._rev = np.array(self.reverse, np.int64)
         self.hidden_size = a.get("hidden_size")
         self.layout = int(a.get("layout", 0) or 0)
         clip = a.get("clip")
@@ -119,6 +127,14 @@ class RecurrentKernel:
             raise ValueError(f"{node.op_type} with direction {direction} needs "
                              f"{k * self.num_dir} activations, got {names}")
         fns = _parse_activations(names, a.get("activation_alpha"), a.get("activation_beta"))
+        # the same functions as codes for the compiled loop: (direction, f/g/h)
+        self.act_codes = np.zeros((self.num_dir, 3), np.int64)
+        self.act_alpha = np.zeros((self.num_dir, 3))
+        self.act_beta = np.zeros((self.num_dir, 3))
+        for i, ((key, al, be), _) in enumerate(fns):
+            self.act_codes[i // k, i % k] = compiled.ACT_CODES[key]
+            self.act_alpha[i // k, i % k] = al
+            self.act_beta[i // k, i % k] = be
         # per gate function: one callable when every direction uses the same function and
         # parameters (then it
         # runs once on the stacked directions), else one per direction
@@ -135,6 +151,13 @@ class RecurrentKernel:
         if 1 in const and 2 in const and (not node.input_present(3) or 3 in const):
             w = const[1]
             self._packed = self.pack(w, const[2], const.get(3), compute_dtype(w.dtype))
+        self._loop = compiled.kernel()     # None: the NumPy step loop below runs
+        self._cat = None
+        if self._loop is not None and self._packed is not None:
+            self._cat = self._compiled_weights(self._packed)
+        self._clip_value = float(self.clip) if self.clip is not None else 0.0
+        self._lbr = bool(getattr(self, "linear_before_reset", False))
+        self._input_forget = bool(getattr(self, "input_forget", False))
 
     # -- helpers for subclasses --------------------------------------------------------
     def act(self, g: int, x: np.ndarray, clip: bool = True) -> np.ndarray:
@@ -179,6 +202,10 @@ class RecurrentKernel:
         """Default: both biases fold into the input projection."""
         return (Wt, Rt, (wb + rb)[:, None, :], H)
 
+    def recurrent_bias(self, packed: tuple[Any, ...]) -> np.ndarray | None:
+        """R's bias of GRU's h gate, (D, 1, H), which cannot fold into the projection."""
+        return None
+
     def cell(self, gx: np.ndarray, h: np.ndarray, c: np.ndarray | None,
              packed: tuple[Any, ...], extra: Any) -> tuple[np.ndarray, np.ndarray | None]:
         raise NotImplementedError
@@ -200,6 +227,9 @@ class RecurrentKernel:
         D = self.num_dir
         if X.ndim != 3:
             raise ValueError(f"X must be 3-D, got shape {X.shape}")
+        if self._loop is not None:
+            return self._run_compiled(X, packed, seq_lens, init_h, init_c, extra_inputs,
+                                      cdt, out_dt)
         if self.layout:
             X = X.transpose(1, 0, 2)
         T, Bn, I = X.shape
@@ -224,7 +254,7 @@ class RecurrentKernel:
         # input projection of all steps and directions: (D, T, B, G*H)
         gx = np.matmul(X.reshape(T * Bn, I)[None], Wt)
         gx += packed[2]
-        gx = gx.reshape(D, T, Bn, -1)
+        gx = gx.reshape(D, T, Bn, Wt.shape[2])
         steps = T
         idx = mask = None
         if lens is None:
@@ -273,13 +303,94 @@ class RecurrentKernel:
             if self.layout:
                 Y = Y.transpose(2, 0, 1, 3)
             Y = Y.astype(out_dt, copy=False)
+        if lens is not None and (lens == 0).any():
+            # a row of length 0 has no last state: zeros, as onnxruntime writes
+            h = np.where((lens == 0)[None, :, None], 0, h).astype(cdt, copy=False)
+            if c is not None:
+                c = np.where((lens == 0)[None, :, None], 0, c).astype(cdt, copy=False)
         outs = [Y, self._out_state(h, out_dt)]
         if self.has_cell:
             outs.append(self._out_state(c, out_dt))
         return tuple(outs)
 
+    def _run_compiled(self, X: np.ndarray, packed: tuple[Any, ...], seq_lens: Any,
+                      init_h: Any, init_c: Any, extra_inputs: tuple[Any, ...],
+                      cdt: np.dtype, out_dt: np.dtype) -> tuple[Any, ...]:
+        """The whole time loop in one compiled call (rnn/compiled.py)."""
+        loop, project = self._loop
+        Rt, H = packed[1], packed[3]
+        D = self.num_dir
+        if self.layout:
+            Bn, T, I = X.shape
+        else:
+            T, Bn, I = X.shape
+        w_cat, b_cat, rbh, zeros3 = (self._cat if packed is self._packed
+                                     else self._compiled_weights(packed))
+        if w_cat.shape[0] != I:
+            raise ValueError(f"X has input_size {I} but W has {w_cat.shape[0]}")
+        h0 = self._state(init_h, D, Bn, H, cdt, "initial_h", copy=False)
+        c0 = self._state(init_c, D, Bn, H, cdt, "initial_c", copy=False) if self.has_cell \
+            else h0
+        if seq_lens is None:
+            lens = np.full(Bn, T, np.int64)
+        else:
+            lens = np.ascontiguousarray(np.asarray(seq_lens).reshape(-1), dtype=np.int64)
+            if lens.shape[0] != Bn:
+                raise ValueError(f"sequence_lens has {lens.shape[0]} entries for batch {Bn}")
+            if lens.size and (lens.min() < 0 or lens.max() > T):
+                raise ValueError(f"sequence_lens must lie in [0, {T}], got {lens.tolist()}")
+        peep = extra_inputs[0] if self.has_cell and extra_inputs else None
+        if peep is not None:
+            if peep.shape != (D, 3 * H):
+                raise ValueError(f"P must have shape {(D, 3 * H)}, got {peep.shape}")
+            peep = np.ascontiguousarray(peep, dtype=cdt)
+        GH = Rt.shape[2]
+        # the input projection of every step and direction: one product (each row holds
+        # every direction's gates), biases folded
+        x2 = np.ascontiguousarray(X.reshape(-1, I), dtype=cdt)
+        if x2.shape[0] * I * D * GH <= compiled.PROJECT_MAX_WORK:
+            gx = np.empty((x2.shape[0], D * GH), cdt)
+            project(x2, w_cat, b_cat, gx)
+        else:
+            gx = matmul(x2, w_cat)
+            gx += b_cat
+        y = np.zeros(T * D * Bn * H if self.want_y else 1, cdt)
+        yh = np.empty((D, Bn, H), cdt)
+        yc = np.empty((D, Bn, H), cdt) if self.has_cell else yh
+        work = T * Bn * D * H * GH
+        threads = intra.threads() if work >= compiled.PAR_MIN_WORK else 1
+        blocks = max(1, min(Bn, -(-threads // D)))
+        bs = max(1, -(-Bn // blocks))
+        items = D * (-(-Bn // bs)) if Bn else 0
+        args = (self.kind, gx.reshape(-1), Rt, rbh, zeros3 if peep is None else peep, h0, c0,
+                y, yh, yc, lens, self._rev, self.act_codes, self.act_alpha, self.act_beta,
+                self._clip_value, self._lbr, self._input_forget, peep is not None,
+                self.want_y, bool(self.layout), cdt == np.float32, bs)
+        compiled.run_items(loop, args, items, threads > 1)
+        Y = None
+        if self.want_y:
+            Y = y.reshape((Bn, T, D, H) if self.layout else (T, D, Bn, H))
+            Y = Y.astype(out_dt, copy=False)
+        outs = [Y, self._out_state(yh, out_dt)]
+        if self.has_cell:
+            outs.append(self._out_state(yc, out_dt))
+        return tuple(outs)
+
+    def _compiled_weights(self, packed: tuple[Any, ...]) -> tuple[np.ndarray, ...]:
+        """What the compiled loop reads besides Rt: W^T of every direction side by side
+        (I, D * G*H), their folded biases, GRU's recurrent h-gate bias (D, H) (zeros for
+        the others) and zeros in place of absent peepholes (D, 3H)."""
+        wt, bias, H = packed[0], packed[2], packed[3]
+        d, i, gh = wt.shape
+        rbh = self.recurrent_bias(packed)
+        rbh = np.zeros((d, H), wt.dtype) if rbh is None else np.ascontiguousarray(
+            rbh.reshape(d, H))
+        return (np.ascontiguousarray(wt.transpose(1, 0, 2).reshape(i, d * gh)),
+                np.ascontiguousarray(bias.reshape(d * gh)), rbh,
+                np.zeros((d, 3 * H), wt.dtype))
+
     def _state(self, v: np.ndarray | None, D: int, Bn: int, H: int, cdt: np.dtype,
-               what: str) -> np.ndarray:
+               what: str, copy: bool = True) -> np.ndarray:
         if v is None:
             return np.zeros((D, Bn, H), cdt)
         if self.layout:
@@ -287,6 +398,8 @@ class RecurrentKernel:
         if v.shape != (D, Bn, H):
             raise ValueError(f"{what} must have shape {(D, Bn, H)} (layout {self.layout}), "
                              f"got {v.shape}")
+        if not copy:    # the compiled loop only reads it
+            return np.ascontiguousarray(v, dtype=cdt)
         return v.astype(cdt)  # a copy: the loop never writes into the caller's array
 
     def _out_state(self, v: np.ndarray, out_dt: np.dtype) -> np.ndarray:

@@ -8,6 +8,7 @@ import numpy as np
 
 from onnxrt.framework.kernel import NodeInfo
 from onnxrt.providers.cpu import CPU
+from onnxrt.providers.cpu.rnn import compiled
 from onnxrt.providers.cpu.rnn._common import RecurrentKernel
 
 
@@ -17,6 +18,7 @@ class GRU(RecurrentKernel):
 
     n_gates = 3
     default_acts = ("Sigmoid", "Tanh")
+    kind = compiled.KIND_GRU
 
     def __init__(self, node: NodeInfo) -> None:
         self.linear_before_reset = bool(node.attrs.get("linear_before_reset", 0))
@@ -32,6 +34,9 @@ class GRU(RecurrentKernel):
         rh = np.ascontiguousarray(Rt[:, :, 2 * H:])
         rbh = np.ascontiguousarray(rb[:, None, 2 * H:])
         return (Wt, Rt, bias_x[:, None, :], H, rzr, rh, rbh)
+
+    def recurrent_bias(self, packed: tuple[Any, ...]) -> np.ndarray:
+        return packed[6]
 
     def cell(self, gx: np.ndarray, h: np.ndarray, c: Any, packed: tuple[Any, ...],
              extra: Any) -> tuple[np.ndarray, None]:

@@ -8,6 +8,7 @@ import numpy as np
 
 from onnxrt.framework.kernel import NodeInfo
 from onnxrt.providers.cpu import CPU
+from onnxrt.providers.cpu.rnn import compiled
 from onnxrt.providers.cpu.rnn._common import RecurrentKernel
 
 
@@ -18,6 +19,7 @@ class LSTM(RecurrentKernel):
     n_gates = 4
     default_acts = ("Sigmoid", "Tanh", "Tanh")
     has_cell = True
+    kind = compiled.KIND_LSTM
 
     def __init__(self, node: NodeInfo) -> None:
         self.input_forget = bool(node.attrs.get("input_forget", 0))
