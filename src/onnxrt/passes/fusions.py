@@ -247,14 +247,19 @@ def fuse_bn_mul_add(g: Graph) -> bool:
 
 
 # -- activations -------------------------------------------------------------------------
-def _activation(g: Graph, n: onnx.NodeProto) -> tuple[str, list[float]] | None:
-    """An activation node as (name, params) in onnxruntime's FusedConv terms."""
+def _activation(g: Graph, n: onnx.NodeProto,
+                onnxruntime_only: bool = True) -> tuple[str, list[float]] | None:
+    """An activation node as (name, params) in onnxruntime's FusedConv terms (and
+    HardSwish, which only onnxrt's FusedConv takes, unless ``onnxruntime_only``)."""
     if is_op(n, "Relu", "Sigmoid", "Tanh"):
         return n.op_type, []
     if is_op(n, "LeakyRelu"):
         return "LeakyRelu", [float(attr(n, "alpha", 0.01))]
     if is_op(n, "HardSigmoid"):
         return "HardSigmoid", [float(attr(n, "alpha", 0.2)), float(attr(n, "beta", 0.5))]
+    if is_op(n, "HardSwish") and not onnxruntime_only:
+        # an extension: onnxruntime's FusedConv has no HardSwish (MobileNetV3's blocks)
+        return "HardSwish", [1.0 / 6.0, 0.5]
     if is_op(n, "Clip"):
         if g.opset < 11:
             return "Clip", [float(attr(n, "min", -3.4028234663852886e38)),
@@ -288,7 +293,7 @@ def fuse_conv_activation(g: Graph) -> bool:
                 continue
             dead.append(nxt)
             nxt = g.consumers(nxt.output[0])[0]
-        act = _activation(g, nxt)
+        act = _activation(g, nxt, onnxruntime_only=False)
         if act is None:
             if z is None:
                 continue

@@ -62,6 +62,14 @@ def activation_fn(name: str | None, alpha: float, beta: float,
             y += y.dtype.type(beta)
             return np.clip(y, 0, 1, out=y)
         return hard_sigmoid
+    if name == "HardSwish":         # onnxrt's extension (passes/fusions.py)
+        def hard_swish(y: np.ndarray) -> np.ndarray:
+            g = y * y.dtype.type(alpha)
+            g += y.dtype.type(beta)
+            np.clip(g, 0, 1, out=g)
+            y *= g
+            return y
+        return hard_swish
     if name == "Elu":
         def elu(y: np.ndarray) -> np.ndarray:
             neg = y < 0
@@ -71,7 +79,7 @@ def activation_fn(name: str | None, alpha: float, beta: float,
             return y
         return elu
     raise ValueError(f"unsupported activation {name!r} (Relu, Sigmoid, Tanh, LeakyRelu, Clip, "
-                     f"HardSigmoid, Elu are)")
+                     f"HardSigmoid, HardSwish, Elu are)")
 
 
 def _owned(y: np.ndarray, inputs: tuple[Any, ...]) -> np.ndarray:
@@ -221,6 +229,8 @@ class FusedConv:
             params = params or [0.01]
         elif act == "HardSigmoid":
             params = params or [0.2, 0.5]
+        elif act == "HardSwish":
+            params = params or [1.0 / 6.0, 0.5]
         elif act == "Clip" and len(params) < 2:
             raise ValueError("FusedConv with Clip needs activation_params [min, max]")
         params += [0.0] * (2 - len(params))

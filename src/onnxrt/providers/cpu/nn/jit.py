@@ -33,13 +33,13 @@ from typing import Any, Callable
 
 import numpy as np
 
-from onnxrt.execute import hotpool, intra
+from onnxrt.execute import hotpool, intra, warmup
 from onnxrt.execute.threads import single_blas
 from onnxrt.ir.dtypes import np_dtype
 from onnxrt.providers.cpu import blas
 
 __all__ = ["available", "enabled", "set_enabled", "input_dtype", "conv_kernel", "pool_kernel",
-           "epilogue_kernel", "gemm_conv_kernel", "compile_once", "EPI_KINDS"]
+           "epilogue_kernel", "gemm_conv_kernel", "compile_once", "EPI_KINDS", "wait_compiled"]
 
 _HAVE = importlib.util.find_spec("numba") is not None
 _ENABLED = [_HAVE and os.environ.get("ONNXRT_JIT", "1") != "0"]
@@ -64,7 +64,16 @@ def available() -> bool:
 
 
 def enabled() -> bool:
-    return _ENABLED[0]
+    """Compiled kernels may be chosen now: numba there, not turned off, and its cache
+    filled or compiling allowed here (execute/warmup.py: on a new machine the kernels
+    compile in a child process while sessions take the NumPy paths)."""
+    return _ENABLED[0] and warmup.ready()
+
+
+def wait_compiled(timeout: float | None = None) -> bool:
+    """Block until the compiled kernels are ready (benchmarks before timing); False where
+    they will not be (numba missing, turned off, the compile failed) or on timeout."""
+    return _ENABLED[0] and warmup.wait(timeout)
 
 
 def set_enabled(on: bool) -> None:
@@ -558,7 +567,8 @@ def _epi_image(y, i, c0, c1, m0, m1, b, z, has_z, kind, alpha, beta):
     """Conv's epilogue on columns c0:c1, channels m0:m1 of image i of y (N, M, L), in place
     and in one pass:
     + b[m], + z (same shape as y) when has_z, then the activation ``kind`` (0 none, 1 Relu,
-    2 LeakyRelu(alpha), 3 Clip(alpha, beta)); NaN passes through like NumPy's."""
+    2 LeakyRelu(alpha), 3 Clip(alpha, beta), 4 HardSigmoid(alpha, beta), 5 HardSwish: v *
+    HardSigmoid(v) with alpha 1/6, beta 0.5); NaN passes through like NumPy's."""
     n = c1 - c0
     for m in range(m0, m1):
         r = y[i, m, c0:c1]
@@ -581,11 +591,22 @@ def _epi_image(y, i, c0, c1, m0, m1, b, z, has_z, kind, alpha, beta):
             for j in range(n):
                 v = r[j] + bm
                 r[j] = v * alpha if v < 0 else v
-        else:
+        elif kind == 3:
             for j in range(n):
                 v = r[j] + bm
                 v = alpha if v < alpha else v
                 r[j] = beta if v > beta else v
+        elif kind == 4:
+            for j in range(n):
+                v = (r[j] + bm) * alpha + beta
+                v = 0.0 if v < 0 else v
+                r[j] = 1.0 if v > 1 else v
+        else:
+            for j in range(n):
+                v = r[j] + bm
+                g = v * alpha + beta
+                g = 0.0 if g < 0 else g
+                r[j] = v * (1.0 if g > 1 else g)
 
 _RUN_MAX_W = 32
 
@@ -797,6 +818,7 @@ def _mm_items(gemm, a, b, c, tb, one, zero, items, lo, hi):
 _NK_GEMM, _NK_TAPS, _NK_MM, _NK_DW, _NK_SPOOL, _NK_POOL = 1, 2, 3, 4, 5, 6
 _ptr: Any = None        # the pointer intrinsic and numba.carray, set by _load
 carray: Any = None
+_cas: Any = None       # hotpool.cas_intrinsic, set by _load
 
 
 def _put(ji, at, a):
@@ -915,7 +937,8 @@ def _taps_slots(gemm, ji, jf, like, lo, hi):
 
 def _serve(ctl, w, done, spins, yield_fn, ji, jf, gemm):
     """The hot pool's serving loop (hotpool._serve's contract) running the native float32
-    conv items it is posted: kind in ctl[w, 4], range ctl[w, 5:7]. The sched_yield calls around
+    conv items it is posted: kind in ctl[w, 4], range ctl[w, 5:7], each claimed first
+    (ctl[w, 7], hotpool's claim word). The sched_yield calls around
     an item also keep the compiler from moving the slot reads before the post is seen, or
     the kernel's stores after the "done" mark."""
     ctl[w, 1] = done
@@ -923,6 +946,11 @@ def _serve(ctl, w, done, spins, yield_fn, ji, jf, gemm):
     while i < spins:
         v = ctl[w, 0]
         if v != done:
+            if _cas(ctl, w, 7, v, -v) != v:
+                done = v            # the caller took it back (hotpool._steal)
+                ctl[w, 1] = done
+                i = 0
+                continue
             k = ctl[w, 4]
             if k == 0:
                 return v
@@ -1011,7 +1039,7 @@ def _load() -> dict[str, Any] | None:
         g.update(_gemm_conv_items=_K["gemm_conv"], _taps_conv_items=_K["taps_conv"],
                  _mm_items=_K["mm"], _conv_planes=_K["conv"], _dpool_planes=_K["pool"],
                  _spool_planes=_K["spool"], _ptr=_pointer_intrinsic(numba),
-                 carray=numba.carray)
+                 carray=numba.carray, _cas=hotpool.cas_intrinsic(numba))
         for f in (_put, _conv_arrays, _gemm_slots, _taps_slots, _mm_slots, _dw_slots,
                   _pool_slots):
             g[f.__name__] = numba.njit(error_model="numpy")(f)
@@ -1061,7 +1089,8 @@ _BLAS_KERNELS = frozenset(("gemm_conv", "taps_conv", "mm"))
 
 
 def _ready(dtype: np.dtype) -> bool:
-    return _ENABLED[0] and np.dtype(dtype) in _FLOATS and _load() is not None
+    return (_ENABLED[0] and np.dtype(dtype) in _FLOATS and warmup.ready()
+            and _load() is not None)
 
 
 def input_dtype(node: Any) -> np.dtype:
@@ -1438,7 +1467,7 @@ def _install_native() -> bool:
 
 # -- Conv's epilogue ---------------------------------------------------------------------------
 
-EPI_KINDS = {None: 0, "Relu": 1, "LeakyRelu": 2, "Clip": 3}
+EPI_KINDS = {None: 0, "Relu": 1, "LeakyRelu": 2, "Clip": 3, "HardSigmoid": 4, "HardSwish": 5}
 
 
 def epilogue_kernel(dtype: Any) -> Callable | None:

@@ -1,0 +1,88 @@
+"""HardSwish and HardSigmoid after a Conv fused into FusedConv and applied in the conv's
+epilogue (passes/fusions.py, nn/jit.py _epi_image), against onnxruntime running the
+unfused model, through the compiled kernel and the NumPy path."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnx
+import onnxruntime
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import onnxrt
+from onnxrt.providers.cpu.nn import jit
+
+
+def _model(act: str, attrs: dict, residual: bool) -> bytes:
+    rng = np.random.default_rng(4)
+    inits = [numpy_helper.from_array(rng.standard_normal((16, 8, 3, 3)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal(16).astype(np.float32), "b")]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1])]
+    src = "c"
+    if residual:
+        nodes.append(helper.make_node("Add", ["c", "z"], ["s"]))
+        src = "s"
+    nodes.append(helper.make_node(act, [src], ["y"], **attrs))
+    ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8, 20, 20])]
+    if residual:
+        ins.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 16, 20, 20]))
+    g = helper.make_graph(nodes, "g", ins,
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(g, ir_version=8,
+                             opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("residual", [False, True])
+@pytest.mark.parametrize("act,attrs", [("HardSwish", {}),
+                                       ("HardSigmoid", {"alpha": 0.3, "beta": 0.4})])
+def test_hard_activations_fused_into_the_conv(act, attrs, residual, compiled, tmp_path):
+    if compiled and not jit.available():
+        pytest.skip("numba is not installed")
+    mb = _model(act, attrs, residual)
+    rng = np.random.default_rng(5)
+    feeds = {"x": (rng.standard_normal((2, 8, 20, 20)) * 3).astype(np.float32)}
+    if residual:
+        feeds["z"] = rng.standard_normal((2, 16, 20, 20)).astype(np.float32)
+    so = onnxrt.SessionOptions()
+    so.optimized_model_filepath = os.path.join(tmp_path, "opt.onnx")
+    jit.set_enabled(compiled)
+    try:
+        s = onnxrt.InferenceSession(mb, so)
+        y = s.run(None, feeds)[0]
+    finally:
+        jit.set_enabled(jit.available())
+    opt = onnx.load(so.optimized_model_filepath)
+    fused = [n for n in opt.graph.node if n.op_type == "FusedConv"]
+    assert len(fused) == 1 and len(opt.graph.node) == 1
+    assert helper.get_attribute_value(
+        next(a for a in fused[0].attribute if a.name == "activation")).decode() == act
+    kernel = getattr(s._plan.steps[0].fn, "__self__", s._plan.steps[0].fn)
+    assert kernel.conv._epi_kind[0] == jit.EPI_KINDS[act]   # the compiled epilogue's code
+    assert (kernel.conv._gemm is not None) == compiled
+    ref = onnxruntime.InferenceSession(mb, providers=["CPUExecutionProvider"]).run(
+        None, feeds)[0]
+    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_epilogue_kernel_applies_each_kind_like_numpy():
+    """The compiled epilogue alone, every activation code, NaN passing through."""
+    if not jit.available():
+        pytest.skip("numba is not installed")
+    fn = jit.epilogue_kernel(np.float32)
+    rng = np.random.default_rng(6)
+    y0 = (rng.standard_normal((1, 3, 50)) * 4).astype(np.float32)
+    y0[0, 1, 7] = np.nan
+    b = rng.standard_normal(3).astype(np.float32)
+    pre = y0 + b[None, :, None]
+    hs = lambda v, a, c: np.clip(v * a + c, 0, 1)       # noqa: E731
+    want = {4: (0.3, 0.4, hs(pre, 0.3, 0.4)),
+            5: (1 / 6, 0.5, pre * hs(pre, 1 / 6, 0.5))}
+    for kind, (alpha, beta, ref) in want.items():
+        y = y0.copy()
+        fn(y, 0, 0, 50, 0, 3, b, y, False, kind, np.float32(alpha), np.float32(beta))
+        np.testing.assert_allclose(y, ref, rtol=1e-6, atol=1e-6)
+        assert np.isnan(y[0, 1, 7])
