@@ -16,17 +16,20 @@ import onnxrt
 from onnxrt.providers.cpu.nn import jit
 
 
-def _model(act: str, attrs: dict, residual: bool) -> bytes:
+def _model(act: str, attrs: dict, residual: bool, depthwise: bool = False) -> bytes:
     rng = np.random.default_rng(4)
-    inits = [numpy_helper.from_array(rng.standard_normal((16, 8, 3, 3)).astype(np.float32), "w"),
+    cin = 16 if depthwise else 8
+    w = rng.standard_normal((16, 1 if depthwise else 8, 3, 3)).astype(np.float32)
+    inits = [numpy_helper.from_array(w, "w"),
              numpy_helper.from_array(rng.standard_normal(16).astype(np.float32), "b")]
-    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1])]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1],
+                              group=16 if depthwise else 1)]
     src = "c"
     if residual:
         nodes.append(helper.make_node("Add", ["c", "z"], ["s"]))
         src = "s"
     nodes.append(helper.make_node(act, [src], ["y"], **attrs))
-    ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8, 20, 20])]
+    ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, cin, 20, 20])]
     if residual:
         ins.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 16, 20, 20]))
     g = helper.make_graph(nodes, "g", ins,
@@ -35,20 +38,31 @@ def _model(act: str, attrs: dict, residual: bool) -> bytes:
                              opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
 
 
+@pytest.mark.parametrize("depthwise", [False, True])
 @pytest.mark.parametrize("compiled", [True, False])
 @pytest.mark.parametrize("residual", [False, True])
 @pytest.mark.parametrize("act,attrs", [("HardSwish", {}),
-                                       ("HardSigmoid", {"alpha": 0.3, "beta": 0.4})])
-def test_hard_activations_fused_into_the_conv(act, attrs, residual, compiled, tmp_path):
+                                       ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}),
+                                       ("LeakyRelu", {"alpha": 0.2})])
+def test_activations_fused_into_the_conv(act, attrs, residual, compiled, depthwise, tmp_path,
+                                        monkeypatch):
+    """Dense convs apply them in the compiled conv's epilogue, depthwise ones (whose kernel
+    adds the bias) in the compiled epilogue right after; the NumPy path alike."""
     if compiled and not jit.available():
         pytest.skip("numba is not installed")
-    mb = _model(act, attrs, residual)
+    mb = _model(act, attrs, residual, depthwise)
     rng = np.random.default_rng(5)
-    feeds = {"x": (rng.standard_normal((2, 8, 20, 20)) * 3).astype(np.float32)}
+    cin = 16 if depthwise else 8
+    feeds = {"x": (rng.standard_normal((2, cin, 20, 20)) * 3).astype(np.float32)}
     if residual:
         feeds["z"] = rng.standard_normal((2, 16, 20, 20)).astype(np.float32)
     so = onnxrt.SessionOptions()
     so.optimized_model_filepath = os.path.join(tmp_path, "opt.onnx")
+    from onnxrt.providers.cpu.nn import conv as conv_mod
+    late = []       # activations left to the NumPy pass over the whole output
+    real_finish = conv_mod.Conv._finish
+    monkeypatch.setattr(conv_mod.Conv, "_finish", staticmethod(
+        lambda y, b, z, a, dt: late.append(a) or real_finish(y, b, z, a, dt)))
     jit.set_enabled(compiled)
     try:
         s = onnxrt.InferenceSession(mb, so)
@@ -62,7 +76,9 @@ def test_hard_activations_fused_into_the_conv(act, attrs, residual, compiled, tm
         next(a for a in fused[0].attribute if a.name == "activation")).decode() == act
     kernel = getattr(s._plan.steps[0].fn, "__self__", s._plan.steps[0].fn)
     assert kernel.conv._epi_kind[0] == jit.EPI_KINDS[act]   # the compiled epilogue's code
-    assert (kernel.conv._gemm is not None) == compiled
+    assert ((kernel.conv._jit if depthwise else kernel.conv._gemm) is not None) == compiled
+    if compiled:
+        assert not any(late)
     ref = onnxruntime.InferenceSession(mb, providers=["CPUExecutionProvider"]).run(
         None, feeds)[0]
     np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)

@@ -339,6 +339,7 @@ class Conv:
         self.bias = None
         self.act: Callable[[np.ndarray], Any] | None = None     # set by FusedConv
         self._epi_kind = (0, 0.0, 0.0)          # jit.EPI_KINDS code (-1: none compiled)
+        self._zero_bias: np.ndarray | None = None  # the late epilogue's (bias added before)
         # the compiled epilogue for the weight's compute dtype, loaded now (None: NumPy's)
         self._epi_fast = None
         if node.constant_inputs.get(1) is not None:
@@ -441,6 +442,8 @@ class Conv:
         if self._jit is not None and pk is self.packed:   # [jit hook]: bias added inside
             y = self._jit(x.astype(cdt, copy=False), bias, strides, dil, geo.begin, geo.out)
             if y is not None:    # None: a shape the NumPy path does faster
+                if self._late_epilogue(y, z):
+                    return y if y.dtype == dt else y.astype(dt)
                 return self._finish(y, None, z, act, dt)
         n = x.shape[0]
         zf = None
@@ -466,6 +469,27 @@ class Conv:
             if not late:
                 act = None
         return self._finish(y, bias, z, act, dt)
+
+    def _late_epilogue(self, y: np.ndarray, z: np.ndarray | None) -> bool:
+        """The residual and activation of the depthwise kernel's output (its bias is in)
+        through the compiled epilogue, one pass per image in place (MobileNets' HardSwish
+        after every depthwise conv took four NumPy passes and a temporary); False where it
+        does not apply (then _finish does it)."""
+        kind, alpha, beta = self._epi_kind
+        fast = self._epi_fast
+        if fast is None or kind < 0 or (kind == 0 and z is None) or not y.flags.c_contiguous \
+                or y.dtype != self.packed.w.dtype or (z is not None and z.shape != y.shape):
+            return False
+        n, m = y.shape[0], y.shape[1]
+        y3 = y.reshape(n, m, -1)
+        zz = y3 if z is None else np.ascontiguousarray(z, dtype=y.dtype).reshape(y3.shape)
+        zero = self._zero_bias
+        if zero is None or zero.shape[0] != m or zero.dtype != y.dtype:
+            zero = self._zero_bias = np.zeros(m, y.dtype)
+        t = y.dtype.type
+        for i in range(n):
+            fast(y3, i, 0, y3.shape[2], 0, m, zero, zz, z is not None, kind, t(alpha), t(beta))
+        return True
 
     @staticmethod
     def _finish(y: np.ndarray, bias: np.ndarray | None, z: np.ndarray | None, act: Any,
