@@ -102,3 +102,41 @@ def test_epilogue_kernel_applies_each_kind_like_numpy():
         fn(y, 0, 0, 50, 0, 3, b, y, False, kind, np.float32(alpha), np.float32(beta))
         np.testing.assert_allclose(y, ref, rtol=1e-6, atol=1e-6)
         assert np.isnan(y[0, 1, 7])
+
+
+@pytest.mark.parametrize("residual", [False, True])
+@pytest.mark.parametrize("act,attrs", [("Relu", {}), ("HardSigmoid", {"alpha": 0.2,
+                                                                      "beta": 0.5})])
+@pytest.mark.parametrize("spatial", [1, 5])
+def test_small_1x1_conv_takes_one_matmul(act, attrs, residual, spatial):
+    """A squeeze-excitation block's 1x1 convs on one pixel (and a 5x5 head): one matmul and
+    the compiled epilogue, the compiled conv not called; bias, residual, activation."""
+    if not jit.available():
+        pytest.skip("numba is not installed")
+    rng = np.random.default_rng(7)
+    inits = [numpy_helper.from_array(rng.standard_normal((24, 96, 1, 1)).astype(np.float32),
+                                     "w"),
+             numpy_helper.from_array(rng.standard_normal(24).astype(np.float32), "b")]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"])]
+    src = "c"
+    ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 96, spatial, spatial])]
+    if residual:
+        nodes.append(helper.make_node("Add", ["c", "z"], ["s"]))
+        ins.append(helper.make_tensor_value_info("z", TensorProto.FLOAT,
+                                                 [2, 24, spatial, spatial]))
+        src = "s"
+    nodes.append(helper.make_node(act, [src], ["y"], **attrs))
+    g = helper.make_graph(nodes, "g", ins,
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    mb = helper.make_model(g, ir_version=8,
+                           opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    feeds = {"x": rng.standard_normal((2, 96, spatial, spatial)).astype(np.float32)}
+    if residual:
+        feeds["z"] = rng.standard_normal((2, 24, spatial, spatial)).astype(np.float32)
+    s = onnxrt.InferenceSession(mb)
+    y = s.run(None, feeds)[0]
+    kernel = getattr(s._plan.steps[0].fn, "__self__", s._plan.steps[0].fn)
+    assert kernel.conv._gemm is not None and not kernel.conv._gemm._plans   # not called
+    ref = onnxruntime.InferenceSession(mb, providers=["CPUExecutionProvider"]).run(
+        None, feeds)[0]
+    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-5)

@@ -90,6 +90,9 @@ CASES = [  # input shape, weight shape, attributes
 def test_dense_conv_matches_onnxruntime(xs, ws, attrs, spread, form, monkeypatch):
     if spread != "one":         # small shapes: spread them anyway
         monkeypatch.setattr(jit, "_GEMM_PAR_MIN", 0)
+    # the compiled conv even for the small 1x1 convs that take one matmul (conv._tiny_1x1)
+    from onnxrt.providers.cpu.nn import conv as conv_mod
+    monkeypatch.setattr(conv_mod, "_TINY_MACS", 0)
     # the tap-by-tap products (stride 1, dense) for every channel count, or never
     monkeypatch.setattr(jit, "_TAPS_MIN_C", 1 if form == "taps" else 1 << 30)
     monkeypatch.setattr(jit, "_TAPS_MAX_M", 1 << 30)
@@ -246,6 +249,8 @@ def test_one_image_splits_in_bands_or_channel_blocks(xs, ws, attrs, split, monke
     output columns, else blocks of output channels; either way every output once."""
     monkeypatch.setattr(jit, "_GEMM_PAR_MIN", 0)
     monkeypatch.setattr(jit, "_TAPS_MIN_C", 64)
+    from onnxrt.providers.cpu.nn import conv as conv_mod
+    monkeypatch.setattr(conv_mod, "_TINY_MACS", 0)      # the compiled conv for 1x1 too
     x = np.random.default_rng(10).standard_normal(xs).astype(np.float32)
     mb = _conv_model(xs, ws, attrs, act="Relu")
     y, conv = _ours(mb, {"x": x}, 2)

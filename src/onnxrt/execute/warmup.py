@@ -34,7 +34,7 @@ __all__ = ["ready", "mode", "wait", "marker_path", "cache_dir", "machine_key", "
 
 _LOG = logging.getLogger("onnxrt")
 _STATE: dict[str, Any] = {"ready": False, "checked": 0.0, "child": None, "started": 0.0,
-                          "failed": False, "key": None, "said": False}
+                          "failed": False, "key": None, "said": False, "tries": 0}
 _LOCK = threading.Lock()
 _RECHECK_S = 0.25       # while compiling, how often ready() looks for the marker
 
@@ -164,7 +164,14 @@ def ready() -> bool:
             return False
         child = _STATE["child"]
         if child is not None and child.poll() is not None and child.returncode != 0:
-            # died without a word (killed): try again from the next check on
+            # died without a word (killed, or broken before it could write why): once
+            # more, then the NumPy paths for good
+            _STATE["tries"] += 1
+            if _STATE["tries"] >= 2:
+                _STATE["failed"] = True
+                _LOG.warning("onnxrt: the kernel compiler process exited with status %s; "
+                             "the NumPy kernels run", child.returncode)
+                return False
             _STATE["child"] = None
         _spawn()
     return _STATE["ready"]

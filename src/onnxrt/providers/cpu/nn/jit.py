@@ -34,7 +34,7 @@ from typing import Any, Callable
 import numpy as np
 
 from onnxrt.execute import hotpool, intra, warmup
-from onnxrt.execute.threads import single_blas
+from onnxrt.execute.threads import blas_threads_unused, single_blas
 from onnxrt.ir.dtypes import np_dtype
 from onnxrt.providers.cpu import blas
 
@@ -1213,6 +1213,9 @@ class GemmConv:
             self.kernel = (1,) + self.kernel
         self.w = np.ascontiguousarray(w.reshape(self.m, -1))
         self.gemm = gemm
+        # the library the kernel calls is loaded sequential (MKL): numpy's BLAS threads
+        # never wake for it, so no single_blas block around a one-thread call
+        self.sequential = blas.name(w.dtype) == "mkl"
         dt = self.w.dtype
         self.one, self.zero = dt.type(1), dt.type(0)
         self.nob = np.zeros(self.m, dt)
@@ -1335,8 +1338,11 @@ class GemmConv:
             args += (direct,)
             geo += (int(direct),)
         if mode == "one":
-            with single_blas():
+            if self.sequential or blas_threads_unused(self.m * self.w.shape[1] * oh * ow * n):
                 _K[key](*args, 0, len(items))
+            else:
+                with single_blas():
+                    _K[key](*args, 0, len(items))
         else:
             _call(key, len(items), True, args,
                   (native, lambda ji, jf: _K["pack"](ji, jf, *head, items, geo))
