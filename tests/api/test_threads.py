@@ -373,9 +373,9 @@ def test_items_no_worker_claimed_run_on_the_caller(monkeypatch):
         go.wait(10)             # the worker's core is busy until the test lets it go
         return fns[0](ctl, w, done, spins, yield_fn)
 
-    monkeypatch.setattr(hotpool, "_NATIVE", [])
+    # installed before the worker starts (else it may read the usual loop first)
+    monkeypatch.setattr(hotpool, "_NATIVE", [(serve, ())])
     pool = hotpool.HotPool(1, fns)
-    pool.install_native(serve, ())
     pool.native = False
     ran: list[tuple[int, threading.Thread]] = []
     t = time.monotonic()

@@ -9,6 +9,7 @@ providers/cpu/nn/jit.py at each parallel call (numba's own setting is per thread
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from typing import Any
@@ -101,12 +102,8 @@ def blas_libraries() -> list[Any]:
     return _BLAS[0]
 
 
-class single_blas:         # noqa: N801 (a context manager, like the function it was)
-    """BLAS single-threaded inside the block (a kernel's own split or a product too small
-    to wake BLAS's threads for); the count is restored when the last open block, on any
-    thread, closes (the count is process-wide: a split's items open blocks of their own on
-    the workers). Inside a session run the count to restore is known (``limit_threads``
-    set it) and is not read again."""
+class _SingleBlas:
+    """single_blas's block where it has something to do."""
 
     __slots__ = ()
 
@@ -128,6 +125,20 @@ class single_blas:         # noqa: N801 (a context manager, like the function it
             if _BLAS_ONE[0] == 0:
                 for lib, k in zip(blas_libraries(), _BLAS_PREV):
                     lib.set_num_threads(k)
+
+
+_SINGLE = _SingleBlas()     # stateless: one instance serves every block
+_NOTHING = contextlib.nullcontext()
+
+
+def single_blas() -> Any:
+    """BLAS single-threaded inside the block (a kernel's own split or a product too small
+    to wake BLAS's threads for); the count is restored when the last open block, on any
+    thread, closes (the count is process-wide: a split's items open blocks of their own on
+    the workers). Inside a session run the count to restore is known (``limit_threads``
+    set it) and is not read again; in a one-thread run BLAS is single-threaded already and
+    the block does nothing."""
+    return _NOTHING if _RUN_THREADS[0] == 1 else _SINGLE
 
 
 def _limited_libraries() -> list[Any]:

@@ -84,6 +84,9 @@ def activation_fn(name: str | None, alpha: float, beta: float,
 
 def _owned(y: np.ndarray, inputs: tuple[Any, ...]) -> np.ndarray:
     """``y`` itself when it is a fresh writable array, else a copy (never write an input)."""
+    if y.base is None and y.flags.writeable and y.flags.c_contiguous and \
+            not any(y is a for a in inputs):
+        return y        # owns its memory: no input can share it
     if y.flags.writeable and y.flags.c_contiguous and all(
             y is not a and not np.may_share_memory(y, a) for a in inputs
             if isinstance(a, np.ndarray)):

@@ -7,8 +7,7 @@ beta scale only when they are not 1.
 
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -54,19 +53,29 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.matmul(a, b)
 
 
-@contextlib.contextmanager
-def _own_threads(flops: int) -> Iterator[None]:
+class _Parked:
+    """A block run on BLAS's own threads, the spinning intra-op workers parked first."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        hotpool.park()
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
+
+
+_PARKED = _Parked()
+
+
+def _own_threads(flops: int) -> Any:
     """A product on BLAS's own threads (the spinning intra-op workers parked), or with BLAS
     single-threaded when it is small (under split_matmul's bound): waking BLAS's threads
     costs more than they save there, and with OPENBLAS_THREAD_TIMEOUT unset (numpy imported
     before onnxrt) they then spin for ~0.1 s and take the cores from the next run. The one
-    1x1024 by 1024x1000 Gemm of inception_v2 did that on every run: 105 ms instead of 26."""
-    if flops < jit._MM_SPLIT_MIN:
-        with single_blas():
-            yield
-    else:
-        hotpool.park()
-        yield
+    1x1024 by 1024x1000 Gemm of inception_v2 did that on every run: 105 ms instead of 26.
+    (A context object, not a generator: this is on every product's path.)"""
+    return single_blas() if flops < jit._MM_SPLIT_MIN else _PARKED
 
 
 def _mm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -150,7 +159,9 @@ class Gemm:
                     else (c * self.beta).astype(cdt)
             else:
                 cc = c.astype(cdt, copy=False)
-            if cc.shape == y.shape or np.broadcast_shapes(cc.shape, y.shape) == y.shape:
+            # (a bias row, the common case, is checked without numpy's broadcast helper)
+            if cc.shape == y.shape or cc.shape == y.shape[y.ndim - cc.ndim:] or \
+                    np.broadcast_shapes(cc.shape, y.shape) == y.shape:
                 y += cc
             else:
                 y = y + cc
