@@ -284,3 +284,27 @@ def test_one_range_calls_of_blas_kernels_keep_blas_single_threaded():
         intra.native_ranges(0, lambda ji, jf: None, kernel, (), 1, blas=True)
         intra.for_ranges(kernel, (), 1)
     assert seen == [1, 1, 2]
+
+
+@pytest.mark.parametrize("ashape,bshape", [((1, 6, 197, 64), (1, 6, 64, 197)),   # scores
+                                          ((2, 6, 197, 197), (2, 6, 197, 64)),  # weighted
+                                          ((4, 33, 40), (40, 50)),              # 2-D b
+                                          ((3, 1, 20, 30), (1, 5, 30, 40))])    # broadcast
+def test_stacked_products_split_over_threads_by_items(ashape, bshape, monkeypatch):
+    """A stack of products goes to the session's threads item by item (BLAS single-threaded
+    in each), never to BLAS's own threads; the result is numpy's."""
+    from onnxrt.execute import intra
+    from onnxrt.providers.cpu.nn import matmul as mm
+
+    monkeypatch.setattr(jit, "_MM_SPLIT_MIN", 0)
+    monkeypatch.setattr(jit, "split_matmul", lambda a, b: None)     # the stack path here
+    calls = []
+    real = intra.parallel_for
+    monkeypatch.setattr(intra, "parallel_for", lambda n, fn: calls.append(n) or real(n, fn))
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal(ashape).astype(np.float32)
+    b = rng.standard_normal(bshape).astype(np.float32)
+    with limit_threads(2):
+        y = mm.matmul(a, b)
+    np.testing.assert_allclose(y, np.matmul(a.astype(np.float64), b), rtol=1e-4, atol=1e-4)
+    assert calls == ([2] if len(bshape) > 2 else [])    # a 2-D b: one flattened product
