@@ -96,11 +96,12 @@ def test_epilogue_kernel_applies_each_kind_like_numpy():
     pre = y0 + b[None, :, None]
     hs = lambda v, a, c: np.clip(v * a + c, 0, 1)       # noqa: E731
     want = {4: (0.3, 0.4, hs(pre, 0.3, 0.4)),
-            5: (1 / 6, 0.5, pre * hs(pre, 1 / 6, 0.5))}
+            5: (1 / 6, 0.5, pre * hs(pre, 1 / 6, 0.5)),
+            6: (0.0, 0.0, pre / (1 + np.exp(-pre.astype(np.float64))))}
     for kind, (alpha, beta, ref) in want.items():
         y = y0.copy()
         fn(y, 0, 0, 50, 0, 3, b, y, False, kind, np.float32(alpha), np.float32(beta))
-        np.testing.assert_allclose(y, ref, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(y, ref, rtol=2e-6, atol=1e-6)
         assert np.isnan(y[0, 1, 7])
 
 
@@ -137,6 +138,40 @@ def test_small_1x1_conv_takes_one_matmul(act, attrs, residual, spatial):
     y = s.run(None, feeds)[0]
     kernel = getattr(s._plan.steps[0].fn, "__self__", s._plan.steps[0].fn)
     assert kernel.conv._gemm is not None and not kernel.conv._gemm._plans   # not called
+    ref = onnxruntime.InferenceSession(mb, providers=["CPUExecutionProvider"]).run(
+        None, feeds)[0]
+    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("mul_first", [False, True])
+def test_silu_after_a_conv_is_fused(compiled, mul_first, tmp_path):
+    """Conv -> Sigmoid, Mul(conv, sigmoid) (exporters' SiLU, YOLO's Conv-BN-SiLU) becomes
+    one FusedConv with activation Silu, applied in the conv's epilogue."""
+    if compiled and not jit.available():
+        pytest.skip("numba is not installed")
+    rng = np.random.default_rng(9)
+    inits = [numpy_helper.from_array(rng.standard_normal((16, 8, 3, 3)).astype(np.float32),
+                                     "w"),
+             numpy_helper.from_array(rng.standard_normal(16).astype(np.float32), "b")]
+    mul_in = ["s", "c"] if mul_first else ["c", "s"]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Sigmoid", ["c"], ["s"]), helper.make_node("Mul", mul_in, ["y"])]
+    g = helper.make_graph(nodes, "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8, 20, 20])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    mb = helper.make_model(g, ir_version=8,
+                           opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    feeds = {"x": (rng.standard_normal((2, 8, 20, 20)) * 4).astype(np.float32)}
+    so = onnxrt.SessionOptions()
+    so.optimized_model_filepath = os.path.join(tmp_path, "opt.onnx")
+    jit.set_enabled(compiled)
+    try:
+        y = onnxrt.InferenceSession(mb, so).run(None, feeds)[0]
+    finally:
+        jit.set_enabled(jit.available())
+    opt = onnx.load(so.optimized_model_filepath)
+    assert [n.op_type for n in opt.graph.node] == ["FusedConv"]
     ref = onnxruntime.InferenceSession(mb, providers=["CPUExecutionProvider"]).run(
         None, feeds)[0]
     np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-5)

@@ -272,6 +272,21 @@ def _activation(g: Graph, n: onnx.NodeProto,
     return None
 
 
+def _silu_tail(g: Graph, name: str) -> tuple[onnx.NodeProto, onnx.NodeProto] | None:
+    """(Sigmoid, Mul) where ``name`` is read by exactly those two and the Mul multiplies it
+    by the Sigmoid's output, read nowhere else: x * sigmoid(x) as exporters write SiLU."""
+    c = g.consumers(name)
+    if len(c) != 2 or g.is_output(name):
+        return None
+    sig = next((n for n in c if is_op(n, "Sigmoid")), None)
+    mul = next((n for n in c if is_op(n, "Mul")), None)
+    if sig is None or mul is None or len(mul.input) != 2:
+        return None
+    if sorted(mul.input) != sorted([name, sig.output[0]]) or not g.only_use(sig.output[0], mul):
+        return None
+    return sig, mul
+
+
 def fuse_conv_activation(g: Graph) -> bool:
     """Conv [-> Add(other)] -> activation into com.microsoft FusedConv (float32).
     The Add becomes FusedConv's Z input: Y = act(conv(X, W) + B + Z)."""
@@ -280,6 +295,17 @@ def fuse_conv_activation(g: Graph) -> bool:
         if not is_op(conv, "Conv") or not _float32(g, conv.input[0]):
             continue
         out = conv.output[0]
+        silu = _silu_tail(g, out)
+        if silu is not None:
+            # an extension: onnxruntime's FusedConv has no SiLU (YOLO's Conv-BN-SiLU)
+            sig, mul = silu
+            new = _node("FusedConv", list(conv.input), [mul.output[0]],
+                        (conv.name or "conv") + "_fused", MS_DOMAIN, activation="Silu")
+            _copy_attrs(conv, new)
+            g.replace([conv, sig, mul], new, mul)
+            g.uses_domain(MS_DOMAIN)
+            changed = True
+            continue
         if not g.only_use(out):
             continue
         nxt = g.consumers(out)[0]

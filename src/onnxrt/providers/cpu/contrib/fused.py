@@ -62,6 +62,11 @@ def activation_fn(name: str | None, alpha: float, beta: float,
             y += y.dtype.type(beta)
             return np.clip(y, 0, 1, out=y)
         return hard_sigmoid
+    if name == "Silu":              # onnxrt's extension (passes/fusions.py): x * sigmoid(x)
+        def silu(y: np.ndarray) -> np.ndarray:
+            y *= _sigmoid(y.copy())
+            return y
+        return silu
     if name == "HardSwish":         # onnxrt's extension (passes/fusions.py)
         def hard_swish(y: np.ndarray) -> np.ndarray:
             g = y * y.dtype.type(alpha)
@@ -79,7 +84,7 @@ def activation_fn(name: str | None, alpha: float, beta: float,
             return y
         return elu
     raise ValueError(f"unsupported activation {name!r} (Relu, Sigmoid, Tanh, LeakyRelu, Clip, "
-                     f"HardSigmoid, HardSwish, Elu are)")
+                     f"HardSigmoid, HardSwish, Silu, Elu are)")
 
 
 def _owned(y: np.ndarray, inputs: tuple[Any, ...]) -> np.ndarray:

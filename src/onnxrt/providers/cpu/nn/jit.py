@@ -36,7 +36,7 @@ import numpy as np
 from onnxrt.execute import hotpool, intra, warmup
 from onnxrt.execute.threads import blas_threads_unused, single_blas
 from onnxrt.ir.dtypes import np_dtype
-from onnxrt.providers.cpu import blas
+from onnxrt.providers.cpu import blas, vmath
 
 __all__ = ["available", "enabled", "set_enabled", "input_dtype", "conv_kernel", "pool_kernel",
            "epilogue_kernel", "gemm_conv_kernel", "compile_once", "EPI_KINDS", "wait_compiled"]
@@ -568,8 +568,12 @@ def _epi_image(y, i, c0, c1, m0, m1, b, z, has_z, kind, alpha, beta):
     and in one pass:
     + b[m], + z (same shape as y) when has_z, then the activation ``kind`` (0 none, 1 Relu,
     2 LeakyRelu(alpha), 3 Clip(alpha, beta), 4 HardSigmoid(alpha, beta), 5 HardSwish: v *
-    HardSigmoid(v) with alpha 1/6, beta 0.5); NaN passes through like NumPy's."""
+    HardSigmoid(v) with alpha 1/6, beta 0.5, 6 SiLU: v * sigmoid(v)); NaN passes through
+    like NumPy's."""
     n = c1 - c0
+    ex = np.empty(n if kind == 6 else 0, np.float32)       # SiLU's scratch
+    bits = np.empty(n if kind == 6 else 0, np.int32)
+    fbits = bits.view(np.float32)
     for m in range(m0, m1):
         r = y[i, m, c0:c1]
         bm = b[m]
@@ -601,12 +605,29 @@ def _epi_image(y, i, c0, c1, m0, m1, b, z, has_z, kind, alpha, beta):
                 v = (r[j] + bm) * alpha + beta
                 v = 0.0 if v < 0 else v
                 r[j] = 1.0 if v > 1 else v
-        else:
+        elif kind == 5:
             for j in range(n):
                 v = r[j] + bm
                 g = v * alpha + beta
                 g = 0.0 if g < 0 else g
                 r[j] = v * (1.0 if g > 1 else g)
+        elif r.itemsize == 4:
+            # SiLU, v * sigmoid(v), sigmoid from e = exp(-|v|) (never overflows): 1 / (1 + e)
+            # for v >= 0, e / (1 + e) below; exp vectorized (vmath.exp_nonpos)
+            for j in range(n):
+                v = r[j] + bm
+                r[j] = v
+                ex[j] = -v if v >= 0 else v
+            _exp_nonpos(ex[:n], bits[:n], fbits[:n])
+            for j in range(n):
+                v = r[j]
+                e = ex[j]
+                r[j] = v * ((1.0 if v >= 0 else e) / (1.0 + e))
+        else:
+            for j in range(n):
+                v = r[j] + bm
+                e = math.exp(-v if v >= 0 else v)
+                r[j] = v * ((1.0 if v >= 0 else e) / (1.0 + e))
 
 _RUN_MAX_W = 32
 
@@ -819,6 +840,7 @@ _NK_GEMM, _NK_TAPS, _NK_MM, _NK_DW, _NK_SPOOL, _NK_POOL = 1, 2, 3, 4, 5, 6
 _ptr: Any = None        # the pointer intrinsic and numba.carray, set by _load
 carray: Any = None
 _cas: Any = None       # hotpool.cas_intrinsic, set by _load
+_exp_nonpos: Any = None     # vmath.exp_nonpos compiled inline, set by _load
 
 
 def _put(ji, at, a):
@@ -1028,6 +1050,8 @@ def _load() -> dict[str, Any] | None:
             g[f.__name__] = numba.njit(inline="always", error_model="numpy")(f)
         g["_mx"] = numba.njit(inline="always")(_mx)     # else its loops do not vectorize
         g["_shift_reduce"] = numba.njit(inline="always", error_model="numpy")(_shift_reduce)
+        g["_exp_nonpos"] = numba.njit(inline="always", error_model="numpy",
+                                      fastmath={"contract"})(vmath.exp_nonpos)
         g["_epi_image"] = epi = _njit(numba, _epi_image)
         _K.update(epi=epi, gemm_conv=_njit(numba, _gemm_conv_items),
                   taps_conv=_njit(numba, _taps_conv_items), conv=_njit(numba, _conv_planes),
@@ -1473,7 +1497,8 @@ def _install_native() -> bool:
 
 # -- Conv's epilogue ---------------------------------------------------------------------------
 
-EPI_KINDS = {None: 0, "Relu": 1, "LeakyRelu": 2, "Clip": 3, "HardSigmoid": 4, "HardSwish": 5}
+EPI_KINDS = {None: 0, "Relu": 1, "LeakyRelu": 2, "Clip": 3, "HardSigmoid": 4, "HardSwish": 5,
+             "Silu": 6}
 
 
 def epilogue_kernel(dtype: Any) -> Callable | None:
