@@ -175,3 +175,30 @@ def test_silu_after_a_conv_is_fused(compiled, mul_first, tmp_path):
     ref = onnxruntime.InferenceSession(mb, providers=["CPUExecutionProvider"]).run(
         None, feeds)[0]
     np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("pads,strides", [([0, 0, 0, 0], [1, 1]), ([1, 1, 1, 1], [2, 2])])
+def test_single_channel_input_takes_the_plane_kernel(pads, strides):
+    """A conv of a one-channel image (MNIST, OCR, spectrograms) runs the depthwise plane
+    kernel with every output reading that channel, not im2col with K = 9."""
+    if not jit.available():
+        pytest.skip("numba is not installed")
+    rng = np.random.default_rng(10)
+    inits = [numpy_helper.from_array(rng.standard_normal((32, 1, 3, 3)).astype(np.float32),
+                                     "w"),
+             numpy_helper.from_array(rng.standard_normal(32).astype(np.float32), "b")]
+    g = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=pads, strides=strides),
+         helper.make_node("Relu", ["c"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 1, 28, 28])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    mb = helper.make_model(g, ir_version=8,
+                           opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    feeds = {"x": rng.standard_normal((2, 1, 28, 28)).astype(np.float32)}
+    s = onnxrt.InferenceSession(mb)
+    y = s.run(None, feeds)[0]
+    kernel = getattr(s._plan.steps[0].fn, "__self__", s._plan.steps[0].fn)
+    assert kernel.conv._jit is not None and kernel.conv._gemm is None
+    ref = onnxruntime.InferenceSession(mb, providers=["CPUExecutionProvider"]).run(
+        None, feeds)[0]
+    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-5)

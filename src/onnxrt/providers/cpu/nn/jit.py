@@ -1195,12 +1195,15 @@ class JitConv:
 
 def conv_kernel(w: np.ndarray, group: int) -> JitConv | None:
     """A compiled kernel for a constant conv weight (M, Cg, *kernel) in the compute dtype,
-    where it beats the NumPy path: grouped (group > 1) with few input channels per group,
-    1-D or 2-D."""
+    where it beats the NumPy path and the im2col one: one input channel per group
+    (depthwise, or a single-channel input), 1-D or 2-D."""
     kernel = tuple(int(k) for k in w.shape[2:])
-    if group <= 1 or w.shape[1] > _MAX_CG or len(kernel) not in (1, 2) or not _ready(w.dtype):
+    if w.shape[1] > _MAX_CG or len(kernel) not in (1, 2) or not _ready(w.dtype):
         return None
-    return JitConv(np.asarray(w), group, kernel)
+    # one input channel (a grey image, a spectrogram) with group 1 is the depthwise loop
+    # with every output from that channel: im2col with K = 9 left BLAS nothing to do
+    # (1->32 3x3 at 28x28: 78 us against onnxruntime's 22, one thread)
+    return JitConv(np.asarray(w), max(group, 1), kernel)
 
 
 # -- dense Conv: im2col + BLAS + epilogue in one compiled call ---------------------------------
@@ -1395,9 +1398,9 @@ def gemm_conv_kernel(w: np.ndarray, group: int) -> GemmConv | None:
     """The compiled conv for a constant weight (M, Cg, *kernel) in the compute dtype: dense
     or grouped with several channels per group (depthwise has its own kernels), 1-D or
     2-D, float32/float64, when a BLAS exposes its cblas gemm (providers/cpu/blas.py)."""
-    if (w.ndim not in (3, 4) or (group > 1 and w.shape[1] == 1) or w.shape[0] % group
+    if (w.ndim not in (3, 4) or w.shape[1] == 1 or w.shape[0] % group
             or not _ready(w.dtype)):
-        return None
+        return None     # one input channel per group: conv_kernel's
     gemm = blas.gemm(w.dtype)
     if gemm is None:
         return None
