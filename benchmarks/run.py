@@ -115,19 +115,34 @@ def _runner(sess: Any, case: dict[str, Any]) -> Callable[[], Any]:
 
 
 def _max_diff(a: Any, b: Any) -> float:
+    """The largest absolute difference between two engines' outputs: numbers compared as
+    float64, labels (strings) and other objects equal or not (inf), ZipMap's lists of
+    dicts key by key."""
     err = 0.0
     for x, y in zip(a or [], b or []):
+        if isinstance(x, list) and isinstance(y, list):
+            if len(x) != len(y):
+                return float("inf")
+            if x and isinstance(x[0], dict):
+                for dx, dy in zip(x, y):
+                    if set(dx) != set(dy):
+                        return float("inf")
+                    for k in dx:
+                        err = max(err, abs(float(dx[k]) - float(dy[k])))
+                continue
         try:
-            x, y = np.asarray(x), np.asarray(y)
-            if x.dtype.kind in "fiub" and y.dtype.kind in "fiub" and x.shape == y.shape:
-                if x.size:
-                    d = np.abs(x.astype(np.float64) - y.astype(np.float64))
-                    err = max(err, float(np.nanmax(d)))
-            elif not np.array_equal(x, y):
-                err = float("inf")
-        except (TypeError, ValueError):     # sequences, maps (ZipMap): equal or not
-            if x != y:
-                err = float("inf")
+            xa, ya = np.asarray(x), np.asarray(y)
+        except (TypeError, ValueError):
+            err = err if x == y else float("inf")
+            continue
+        if xa.shape != ya.shape:
+            return float("inf")
+        if xa.dtype.kind in "fiub" and ya.dtype.kind in "fiub":
+            if xa.size:
+                err = max(err, float(np.nanmax(np.abs(xa.astype(np.float64)
+                                                      - ya.astype(np.float64)))))
+        elif not np.array_equal(xa, ya):
+            err = float("inf")
     return err
 
 
