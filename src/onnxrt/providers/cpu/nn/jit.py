@@ -132,7 +132,7 @@ def _conv_planes(x, w, b, out, mg, sh, sw, dh, dw, ph, pw, lo, hi):
     input is padded and split into its stride phases (_fill), flattened, so that every
     kernel tap is one long contiguous multiply-add over all output rows at once (the
     columns computed past each row's end are dropped when the plane is written out); taps
-    go three to a pass where a kernel row has three. Flat unsigned indices, tap offsets
+    go a kernel row to a pass where it has three or five. Flat unsigned indices, tap offsets
     computed once per call: views and integer divisions per row made the earlier loops
     3x slower (shufflenet's 8x136x28x28 3x3: 1.88 -> 0.72 ms on one thread). Taps are
     summed in the NumPy path's order, bias last: bit-identical results."""
@@ -189,6 +189,20 @@ def _conv_planes(x, w, b, out, mg, sh, sw, dh, dw, ph, pw, lo, hi):
                     for i in range(length):
                         acc[i] = acc[i] + buf[t0 + i] * v0 + buf[t1 + i] * v1 + \
                             buf[t2 + i] * v2
+                continue
+            if kw_n == 5:       # MobileNetV3's and EfficientNet's 5x5: a row per pass
+                t0, t1, t2, t3, t4 = toff[t], toff[t + 1], toff[t + 2], toff[t + 3], \
+                    toff[t + 4]
+                v0, v1, v2, v3, v4 = wf[w0 + t], wf[w0 + t + 1], wf[w0 + t + 2], \
+                    wf[w0 + t + 3], wf[w0 + t + 4]
+                if kh == 0:
+                    for i in range(length):
+                        acc[i] = buf[t0 + i] * v0 + buf[t1 + i] * v1 + buf[t2 + i] * v2 + \
+                            buf[t3 + i] * v3 + buf[t4 + i] * v4
+                else:
+                    for i in range(length):
+                        acc[i] = acc[i] + buf[t0 + i] * v0 + buf[t1 + i] * v1 + \
+                            buf[t2 + i] * v2 + buf[t3 + i] * v3 + buf[t4 + i] * v4
                 continue
             for kw in range(kw_n):
                 t0 = toff[t + kw]
