@@ -180,6 +180,7 @@ class HotPool:
         self.jobs: list[Callable[[], None] | None] = [None] * workers
         self.errors: list[BaseException | None] = [None] * workers
         self.cv = threading.Condition()
+        self.posted = False                   # an item posted since the last park()
         self.busy = threading.Lock()          # one caller at a time
         if _NATIVE:
             self.install_native(*_NATIVE[0])
@@ -233,6 +234,7 @@ class HotPool:
         ctl[w, _LO] = lo
         ctl[w, _HI] = hi
         ctl[w, _PARK] = 0
+        self.posted = True
         ctl[w, _CLAIM] = self.seq[w]
         ctl[w, _POSTED] = self.seq[w]
         # the worker sets _PARKED, then re-reads _POSTED, holding the condition's lock and
@@ -298,8 +300,11 @@ class HotPool:
         self._finish(len(parts) - 1, err, taken)
 
     def park(self) -> None:
-        """Ask spinning workers to park now (the end of a session run)."""
-        self.ctl[:, _PARK] = 1
+        """Ask spinning workers to park now (the end of a session run); nothing to ask when
+        nothing was posted since the last request (a run that split no work)."""
+        if self.posted:
+            self.posted = False
+            self.ctl[:, _PARK] = 1
 
 
 _POOL: list[HotPool | None] = []
