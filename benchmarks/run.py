@@ -1,20 +1,38 @@
-"""The benchmark: onnxrt against onnxruntime (CPU, default options, the same thread count) in
-one process, alternating runs on the same inputs.
+"""The benchmark, the project's yardstick: onnxrt against onnxruntime (CPU provider, default
+options, the same thread count) in one process, alternating runs on the same inputs.
 
-Per model: median latency of each engine, the ratio onnxrt / onnxruntime, session creation
-time of each, peak memory allocated by onnxrt during one run; then the geometric mean of
-the ratios. Models: the nine zoo CNNs at batch 1 and 8, a BERT-base-like encoder at batch 1
-and 8 (sequence 128), a GPT-2-small-like decoder (sequence 128), and a 1,000-node chain of
-tiny element-wise ops for the per-node overhead.
+    python benchmarks/run.py [--quick] [--only NAME,CATEGORY,...] [--skip ...] [--threads N]
+                             [--json results.json] [--openvino] [--no-compile]
 
-    python benchmarks/run.py [--quick] [--only resnet50,bert_b1] [--json results.json]
+Cases come from every module ``benchmarks/cases_*.py``. Such a module defines
 
-Last, in two child processes sharing a new, empty numba cache directory: the session
-creation of the models whose kernels numba compiles, first with the cache empty (what the
-first session on a new machine pays), then filled (``--only compile`` runs just this).
+    CATEGORY = "cnn"                       # the category its cases are counted in
+    def cases(quick: bool = False) -> list[dict]: ...
 
-The BLAS onnxrt's compiled kernels call (MKL with the [mkl] extra installed, else numpy's
-OpenBLAS; ONNXRT_BLAS=openblas picks the latter) is printed first and stored in the JSON.
+and each case is a dict:
+
+    {"name": "resnet50_b1",                # unique over all modules
+     "category": CATEGORY,
+     "model": bytes,                       # the serialized ModelProto (or a zero-argument
+                                           # callable returning it: built only when run)
+     "feeds": {input name: np.ndarray},    # one run's inputs (or a callable returning them)
+     "runs": 20}                           # optional: the number of timed runs
+
+or, for a streaming case that runs several chunks and feeds state back, instead of
+``feeds`` a key ``"stream": callable(run) -> None``, where ``run(feeds) -> list`` runs the
+engine under test once (``session.run(None, feeds)``); one timed run is one call of
+``stream``, and the outputs its last ``run`` returned are compared. ``quick`` asks for a
+smoke-sized set (fewer, smaller cases). A module that fails to import (a benchmark-only
+package missing: ``pip install -e ".[bench]"``) is reported and skipped.
+
+Per case: the median latency of each engine, the ratio onnxrt / onnxruntime, session
+creation of each, the peak memory onnxrt allocates during one run (tracemalloc), the
+largest absolute difference of the outputs. Then the geometric mean of the ratios per
+category and overall, the per-call overhead of a one-node model and the per-node overhead
+of a 1,000-node chain (both reported apart, not in the means), and, in child processes
+with an empty numba cache, the first session of a new machine (``--only first`` runs
+just that; ``--no-compile`` skips it). The BLAS onnxrt's kernels call is printed first and
+stored in the JSON.
 """
 
 from __future__ import annotations
@@ -25,6 +43,8 @@ import os
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 import argparse  # noqa: E402
+import glob  # noqa: E402
+import importlib.util  # noqa: E402
 import json  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
@@ -36,29 +56,13 @@ import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 import onnxruntime as ort_ref  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 import onnxrt as ort  # noqa: E402
-import transformer_models as tm  # noqa: E402
-from onnxrt.zoo import free_batch, zoo_models  # noqa: E402
 
-
-def light_input(model: onnx.ModelProto, batch: int) -> dict[str, np.ndarray]:
-    init = {t.name for t in model.graph.initializer}
-    feeds = {}
-    for vi in model.graph.input:
-        if vi.name in init:
-            continue
-        shape = [d.dim_value if d.HasField("dim_value") else 1
-                 for d in vi.type.tensor_type.shape.dim]
-        shape[0] = batch
-        n = int(np.prod(shape))
-        feeds[vi.name] = (np.arange(n).reshape(shape) / n).astype(np.float32)
-    return feeds
-
-
-def with_batch(model: onnx.ModelProto, batch: int) -> onnx.ModelProto:
-    """The model with a free batch dimension (the zoo files fix it to 1)."""
-    return model if batch == 1 else free_batch(model)
+# seconds of timed runs per case (both engines together), and the bounds on their count
+_BUDGET_S, _QUICK_BUDGET_S = 3.0, 0.5
+_MIN_RUNS, _MAX_RUNS = 5, 300
 
 
 def ref_session(data: bytes, threads: int) -> Any:
@@ -69,10 +73,10 @@ def ref_session(data: bytes, threads: int) -> Any:
     return ort_ref.InferenceSession(data, so, providers=["CPUExecutionProvider"])
 
 
-def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
-    t = time.perf_counter()
-    r = fn()
-    return r, time.perf_counter() - t
+def our_session(data: bytes, threads: int) -> Any:
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    return ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
 
 
 def openvino_session(data: bytes, threads: int) -> Any:
@@ -86,189 +90,364 @@ def openvino_session(data: bytes, threads: int) -> Any:
             OpenVINOExecutionProvider(num_of_threads=threads), "CPUExecutionProvider"])
 
 
-def bench(name: str, data: bytes, feeds: dict[str, np.ndarray], runs: int, warmup: int,
-          threads: int, providers: list[Any] | None = None,
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    t = time.perf_counter()
+    r = fn()
+    return r, time.perf_counter() - t
+
+
+def _runner(sess: Any, case: dict[str, Any]) -> Callable[[], Any]:
+    """One timed run of ``case`` on ``sess``: its outputs (the last chunk's for a stream)."""
+    if "stream" in case:
+        stream = case["stream"]
+
+        def run() -> Any:
+            last: list[Any] = [None]
+
+            def one(feeds: dict[str, Any]) -> Any:
+                last[0] = sess.run(None, feeds)
+                return last[0]
+            stream(one)
+            return last[0]
+        return run
+    feeds = case["feeds"]
+    return lambda: sess.run(None, feeds)
+
+
+def _max_diff(a: Any, b: Any) -> float:
+    """The largest absolute difference between two engines' outputs: numbers compared as
+    float64, labels (strings) and other objects equal or not (inf), ZipMap's lists of
+    dicts key by key."""
+    err = 0.0
+    for x, y in zip(a or [], b or []):
+        if isinstance(x, list) and isinstance(y, list):
+            if len(x) != len(y):
+                return float("inf")
+            if x and isinstance(x[0], dict):
+                for dx, dy in zip(x, y):
+                    if set(dx) != set(dy):
+                        return float("inf")
+                    for k in dx:
+                        err = max(err, abs(float(dx[k]) - float(dy[k])))
+                continue
+        try:
+            xa, ya = np.asarray(x), np.asarray(y)
+        except (TypeError, ValueError):
+            err = err if x == y else float("inf")
+            continue
+        if xa.shape != ya.shape:
+            return float("inf")
+        if xa.dtype.kind in "fiub" and ya.dtype.kind in "fiub":
+            if xa.size:
+                err = max(err, float(np.nanmax(np.abs(xa.astype(np.float64)
+                                                      - ya.astype(np.float64)))))
+        elif not np.array_equal(xa, ya):
+            err = float("inf")
+    return err
+
+
+def bench(case: dict[str, Any], threads: int, quick: bool = False,
           openvino: bool = False) -> dict[str, Any]:
-    ours, c_ours = timed(lambda: ort.InferenceSession(data, providers=providers))
+    data = case["model"]
+    ours, c_ours = timed(lambda: our_session(data, threads))
     ref, c_ref = timed(lambda: ref_session(data, threads))
-    ov = None
+    engines: list[tuple[str, Callable[[], Any], list[float]]] = [
+        ("ours", _runner(ours, case), []), ("ref", _runner(ref, case), [])]
+    c_ov = 0.0
     if openvino:
         ov, c_ov = timed(lambda: openvino_session(data, threads))
-    for _ in range(warmup):
-        ours.run(None, feeds)
-        ref.run(None, feeds)
-        if ov is not None:
-            ov.run(None, feeds)
-    t_ours, t_ref, t_ov = [], [], []
-    a = b = None
-    engines = [("ours", ours, t_ours), ("ref", ref, t_ref)]
-    if ov is not None:
-        engines.append(("ov", ov, t_ov))
+        engines.append(("ov", _runner(ov, case), []))
+    # warm-up (the first run pays for caches and lazy set-up); its time sizes the run count
+    spent = 0.0
+    for _ in range(1 if quick else 2):
+        for _tag, run, _times in engines:
+            spent += timed(run)[1]
+    per = spent / (1 if quick else 2)
+    runs = case.get("runs") or int(min(_MAX_RUNS, max(
+        (3 if quick else _MIN_RUNS), (_QUICK_BUDGET_S if quick else _BUDGET_S) / max(per, 1e-6))))
+    outs: dict[str, Any] = {}
     for k in range(runs):
         # rotate which engine runs first: the first after another engine pays for its caches
-        for tag, sess, times in engines[k % len(engines):] + engines[:k % len(engines)]:
-            res, t = timed(lambda: sess.run(None, feeds))
+        for tag, run, times in engines[k % len(engines):] + engines[:k % len(engines)]:
+            res, t = timed(run)
             times.append(t)
-            if tag == "ours":
-                a = res
-            elif tag == "ref":
-                b = res
+            outs[tag] = res
     tracemalloc.start()
-    ours.run(None, feeds)
+    engines[0][1]()
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    err = max(float(np.max(np.abs(np.asarray(x, np.float64) - np.asarray(y, np.float64))))
-              for x, y in zip(a, b))
-    mo, mr = statistics.median(t_ours), statistics.median(t_ref)
-    row = {"model": name, "onnxrt_ms": mo * 1e3, "onnxruntime_ms": mr * 1e3, "ratio": mo / mr,
-           "create_onnxrt_ms": c_ours * 1e3, "create_onnxruntime_ms": c_ref * 1e3,
-           "create_ratio": c_ours / c_ref, "peak_mb": peak / 2**20, "max_abs_diff": err,
+    mo, mr = statistics.median(engines[0][2]), statistics.median(engines[1][2])
+    row = {"model": case["name"], "category": case["category"], "onnxrt_ms": mo * 1e3,
+           "onnxruntime_ms": mr * 1e3, "ratio": mo / mr, "create_onnxrt_ms": c_ours * 1e3,
+           "create_onnxruntime_ms": c_ref * 1e3, "create_ratio": c_ours / c_ref,
+           "peak_mb": peak / 2**20, "max_abs_diff": _max_diff(outs["ours"], outs["ref"]),
            "runs": runs}
-    if ov is not None:
-        mv = statistics.median(t_ov)
+    if openvino:
+        mv = statistics.median(engines[2][2])
         row.update(openvino_ms=mv * 1e3, openvino_ratio=mv / mr, create_openvino_ms=c_ov * 1e3)
     return row
 
 
-def overhead(threads: int, n: int = 1000) -> dict[str, Any]:
+# -- overheads ---------------------------------------------------------------------------------
+
+def _chain_model(n: int) -> bytes:
     nodes = [onnx.helper.make_node("Neg", [f"v{i}"], [f"v{i + 1}"]) for i in range(n)]
     g = onnx.helper.make_graph(
         nodes, "chain", [onnx.helper.make_tensor_value_info("v0", onnx.TensorProto.FLOAT, [1])],
         [onnx.helper.make_tensor_value_info(f"v{n}", onnx.TensorProto.FLOAT, [1])])
-    data = onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid("", 17)],
+    return onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid("", 17)],
                                   ir_version=8).SerializeToString()
-    r = bench(f"chain{n}", data, {"v0": np.ones(1, np.float32)}, 200, 20, threads)
-    r["onnxrt_us_per_node"] = r["onnxrt_ms"] * 1e3 / n
-    r["onnxruntime_us_per_node"] = r["onnxruntime_ms"] * 1e3 / n
-    return r
 
 
-# the child process of first_session_compile: one session of each model family whose
-# kernels numba compiles (dense, grouped and depthwise convs, pools, matrix products,
-# attention, GELUs, layer norms), timed together
-_COMPILE_CHILD = """
+def overheads(threads: int, quick: bool) -> list[dict[str, Any]]:
+    """Per call: one Neg on a one-element tensor, timed over many calls (what a user's
+    run() costs beyond its kernels); per node: a chain of 1,000 of them."""
+    feeds = {"v0": np.ones(1, np.float32)}
+    out = []
+    for n, calls in ((1, 200), (1000, 1)):
+        data = _chain_model(n)
+        sessions = [our_session(data, threads), ref_session(data, threads)]
+        times: list[list[float]] = [[], []]
+        for k in range(20 if quick else 60):
+            for j in ((0, 1) if k % 2 == 0 else (1, 0)):
+                s = sessions[j]
+                t = time.perf_counter()
+                for _ in range(calls):
+                    s.run(None, feeds)
+                times[j].append((time.perf_counter() - t) / calls)
+        mo, mr = statistics.median(times[0]), statistics.median(times[1])
+        out.append({"model": f"chain{n}" if n > 1 else "one_node", "onnxrt_us": mo * 1e6,
+                    "onnxruntime_us": mr * 1e6, "ratio": mo / mr,
+                    "onnxrt_us_per_node": mo * 1e6 / n, "onnxruntime_us_per_node": mr * 1e6 / n})
+    return out
+
+
+# -- the first session on a new machine --------------------------------------------------------
+
+# a child process: the session of one model, timed apart from the imports; for onnxrt also
+# how long until its compiled kernels are in place (they compile in the background)
+_FIRST_CHILD = """
 import sys, time
 sys.path.insert(0, sys.argv[1])
+engine, model = sys.argv[2], sys.argv[3]
 t0 = time.perf_counter()
-import onnx, onnxrt as ort, transformer_models as tm
-from onnxrt.zoo import zoo_models
+if engine == "onnxrt":
+    import onnxrt as ort
+else:
+    import onnxruntime as ort
+import first_session_models as fm
 t1 = time.perf_counter()
-zoo = zoo_models()
-models = [onnx.load(zoo[n]).SerializeToString() for n in ("resnet50", "shufflenet")]
-models += [tm.bert(layers=1).SerializeToString(), tm.gpt2(layers=1).SerializeToString()]
+data, feeds = fm.build(model)
 t2 = time.perf_counter()
-for m in models:
-    ort.InferenceSession(m)
-print(t1 - t0, time.perf_counter() - t2)
+s = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+t3 = time.perf_counter()
+s.run(None, feeds)
+t4 = time.perf_counter()
+ready = t3
+if engine == "onnxrt":
+    from onnxrt.providers.cpu.nn import jit
+    if jit.wait_compiled(900):
+        ready = time.perf_counter()
+print("RESULT", t1 - t0, t3 - t2, t4 - t3, ready - t2)
 """
 
 
-def first_session_compile() -> dict[str, float]:
-    """Session creation for resnet50, shufflenet, a BERT and a GPT-2 layer in a fresh
-    process whose numba cache is empty (the first session on a new machine compiles the
-    kernels) and again in another with that cache filled (every later process)."""
+def first_session(models: list[str]) -> list[dict[str, Any]]:
+    """Per model: session creation, first run and the time until onnxrt's compiled kernels
+    are in place, in a fresh process whose numba cache is empty (each model in its own empty
+    cache: the first session a new user makes), then once more with that cache filled; and
+    onnxruntime's in a fresh process."""
     import subprocess
     import tempfile
-    here = os.path.dirname(os.path.abspath(__file__))
-    out: dict[str, float] = {}
-    with tempfile.TemporaryDirectory() as cache:
-        env = dict(os.environ, NUMBA_CACHE_DIR=cache)
-        for tag in ("cold", "warm"):
-            r = subprocess.run([sys.executable, "-c", _COMPILE_CHILD, here], env=env,
-                               capture_output=True, text=True, check=True)
-            imp, create = (float(v) for v in r.stdout.split()[-2:])
-            out[f"import_{tag}_s"], out[f"create_{tag}_s"] = imp, create
-    return out
+    rows = []
+
+    def child(engine: str, model: str, env: dict[str, str]) -> list[float]:
+        r = subprocess.run([sys.executable, "-c", _FIRST_CHILD, HERE, engine, model], env=env,
+                           capture_output=True, text=True, timeout=900)
+        line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT")]
+        if r.returncode != 0 or not line:
+            raise RuntimeError(f"{engine} {model}: {r.stderr.strip().splitlines()[-1:]}")
+        return [float(v) for v in line[-1].split()[1:]]
+
+    # Python's own bytecode cache is allowed (this machine sets PYTHONDONTWRITEBYTECODE,
+    # which made every process compile the ~80 kernel modules a first session imports,
+    # ~0.35 s; an installed package has its .pyc files): written by a first child with
+    # the compiled kernels off
+    base_env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    child("onnxrt", models[0], dict(base_env, ONNXRT_JIT="0"))
+    for model in models:
+        with tempfile.TemporaryDirectory() as cache:
+            env = dict(base_env, NUMBA_CACHE_DIR=cache, ONNXRT_CACHE_DIR=cache)
+            env.pop("ONNXRT_JIT", None)
+            cold = child("onnxrt", model, env)
+            warm = child("onnxrt", model, env)
+        ref = child("onnxruntime", model, base_env)
+        rows.append({"model": model, "import_s": cold[0], "create_cold_s": cold[1],
+                     "first_run_cold_s": cold[2], "compiled_cold_s": cold[3],
+                     "create_warm_s": warm[1], "first_run_warm_s": warm[2],
+                     "compiled_warm_s": warm[3], "ort_import_s": ref[0],
+                     "ort_create_s": ref[1], "ort_first_run_s": ref[2],
+                     "create_ratio_cold": cold[1] / ref[1]})
+    return rows
 
 
-def cases(quick: bool) -> list[tuple[str, Callable[[], tuple[bytes, dict[str, Any]]], int]]:
-    out = []
-    zoo = zoo_models()
-    for batch in (1, 8):
-        for name, path in zoo.items():
-            def make(path: str = path, batch: int = batch) -> tuple[bytes, dict[str, Any]]:
-                m = with_batch(onnx.load(path), batch)
-                return m.SerializeToString(), light_input(m, batch)
-            runs = (5 if quick else 15) if batch == 1 else (3 if quick else 6)
-            out.append((f"{name}_b{batch}", make, runs))
-    layers = 2 if quick else 12
-    for batch in (1, 8):
-        def make_bert(batch: int = batch) -> tuple[bytes, dict[str, Any]]:
-            return tm.bert(layers=layers).SerializeToString(), tm.bert_inputs(batch)
-        out.append((f"bert_b{batch}", make_bert, 3 if quick else (8 if batch == 1 else 4)))
+# -- collecting the cases ----------------------------------------------------------------------
 
-    def make_gpt2() -> tuple[bytes, dict[str, Any]]:
-        return tm.gpt2(layers=layers).SerializeToString(), tm.gpt2_inputs()
-    out.append(("gpt2_s128", make_gpt2, 3 if quick else 6))
-    return out
+def collect(quick: bool, where: str = HERE) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every case of every ``cases_*.py`` module in ``where``, and a line per module that
+    failed."""
+    cases, failed = [], []
+    if where not in sys.path:
+        sys.path.insert(0, where)
+    for path in sorted(glob.glob(os.path.join(where, "cases_*.py"))):
+        mod_name = os.path.splitext(os.path.basename(path))[0]
+        try:
+            spec = importlib.util.spec_from_file_location(mod_name, path)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            got = mod.cases(quick=quick)
+        except Exception as e:      # a missing benchmark-only package: said, not fatal
+            failed.append(f"{mod_name}: {type(e).__name__}: {str(e).splitlines()[0][:120]}")
+            continue
+        for c in got:
+            c.setdefault("category", getattr(mod, "CATEGORY", mod_name[6:]))
+            cases.append(c)
+    names = [c["name"] for c in cases]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise SystemExit(f"case names used twice: {sorted(dup)}")
+    return cases, failed
 
 
-def main() -> None:
+def _resolve(case: dict[str, Any]) -> dict[str, Any]:
+    """The case with a lazily built model and feeds made."""
+    c = dict(case)
+    if callable(c["model"]):
+        c["model"] = c["model"]()
+    if isinstance(c["model"], onnx.ModelProto):
+        c["model"] = c["model"].SerializeToString()
+    if callable(c.get("feeds")):
+        c["feeds"] = c["feeds"]()
+    return c
+
+
+def geomean(values: list[float]) -> float:
+    return float(np.exp(np.mean(np.log(values)))) if values else float("nan")
+
+
+def _selected(case: dict[str, Any], only: set[str], skip: set[str]) -> bool:
+    keys = {case["name"], case["category"]}
+    return (not only or bool(keys & only)) and not keys & skip
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="fewer runs, 2-layer transformers")
-    p.add_argument("--only", default="", help="comma-separated case names")
-    p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--quick", action="store_true", help="smoke run: small cases, few runs")
+    p.add_argument("--only", default="", help="comma-separated case names or categories "
+                   "(also 'overhead', 'first')")
+    p.add_argument("--skip", default="", help="comma-separated case names or categories")
+    p.add_argument("--threads", type=int, default=2)
     p.add_argument("--json", default="benchmark_results.json")
     p.add_argument("--openvino", action="store_true",
                    help="add a column: onnxrt with the OpenVINO provider")
-    args = p.parse_args()
+    p.add_argument("--no-compile", action="store_true",
+                   help="skip the first-session measurement in child processes")
+    p.add_argument("--cases-dir", default=HERE, help="where the cases_*.py modules are")
+    p.add_argument("--first-models", default="resnet50,mobilenet_hs,bert_layer",
+                   help="models of the first-session measurement (first_session_models.py)")
+    args = p.parse_args(argv)
     only = {s.strip() for s in args.only.split(",") if s.strip()}
+    skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     from onnxrt.providers.cpu import blas
     lib = blas.name(np.float32) or "none"
-    print(f"onnxrt's compiled kernels call {lib} (ONNXRT_BLAS; MKL needs the [mkl] extra), "
-          f"{args.threads} threads")
-    rows = []
-    head = (f"{'model':<18} {'onnxrt ms':>10} {'ort ms':>9} {'ratio':>6} {'create':>8} "
-            f"{'ort create':>10} {'peak MB':>8} {'max|diff|':>10}"
+    why = blas.reason() if hasattr(blas, "reason") else "ONNXRT_BLAS or installed"
+    print(f"onnxrt's compiled kernels call {lib} ({why}), {args.threads} threads", flush=True)
+    try:
+        from onnxrt.execute import warmup
+    except ImportError:     # an onnxrt from before the background compile (a before run)
+        warmup = None
+    t = time.perf_counter()
+    # the kernels compile in the background on a new machine: time the compiled ones
+    if warmup is None:
+        pass
+    elif warmup.status() not in ("ready", "off"):
+        print("waiting for onnxrt's kernels to compile (first use on this machine)...",
+              flush=True)
+    if warmup is not None and not warmup.wait(1800):
+        print(f"compiled kernels unavailable ({warmup.status()}): the NumPy kernels run")
+    elif time.perf_counter() - t > 1:
+        print(f"compiled in {time.perf_counter() - t:.1f} s")
+    cases, failed = collect(args.quick, args.cases_dir)
+    for f in failed:
+        print(f"module skipped: {f}")
+    rows: list[dict[str, Any]] = []
+    head = (f"{'case':<24} {'category':<11} {'onnxrt ms':>10} {'ort ms':>9} {'ratio':>6} "
+            f"{'create':>8} {'ort create':>10} {'peak MB':>8} {'max|diff|':>10}"
             + (f" {'OV ms':>9} {'OV ratio':>8}" if args.openvino else ""))
-    print(head)
-    for name, make, runs in cases(args.quick):
-        if only and name not in only:
+    print(head, flush=True)
+    for case in cases:
+        if not _selected(case, only, skip):
             continue
         try:
-            data, feeds = make()
-            r = bench(name, data, feeds, runs, 2, args.threads, openvino=args.openvino)
+            r = bench(_resolve(case), args.threads, args.quick, args.openvino)
         except Exception as e:  # a case one engine cannot run is reported, not fatal
-            print(f"{name:<18} skipped: {type(e).__name__}: {str(e).splitlines()[0][:100]}")
-            rows.append({"model": name, "error": f"{type(e).__name__}: {e}"})
+            msg = f"{type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''}"
+            print(f"{case['name']:<24} {case['category']:<11} failed: {msg}", flush=True)
+            rows.append({"model": case["name"], "category": case["category"], "error": msg})
             continue
         rows.append(r)
-        print(f"{name:<18} {r['onnxrt_ms']:>10.2f} {r['onnxruntime_ms']:>9.2f} "
-              f"{r['ratio']:>6.2f} {r['create_onnxrt_ms']:>8.0f} "
+        print(f"{r['model']:<24} {r['category']:<11} {r['onnxrt_ms']:>10.3f} "
+              f"{r['onnxruntime_ms']:>9.3f} {r['ratio']:>6.2f} {r['create_onnxrt_ms']:>8.0f} "
               f"{r['create_onnxruntime_ms']:>10.0f} {r['peak_mb']:>8.1f} "
               f"{r['max_abs_diff']:>10.2e}"
               + (f" {r['openvino_ms']:>9.2f} {r['openvino_ratio']:>8.2f}"
                  if "openvino_ms" in r else ""), flush=True)
-    if not only or "chain1000" in only:
-        r = overhead(args.threads)
-        rows.append(r)
-        print(f"{'chain1000':<18} {r['onnxrt_ms']:>10.3f} {r['onnxruntime_ms']:>9.3f} "
-              f"{r['ratio']:>6.2f}   per node: onnxrt {r['onnxrt_us_per_node']:.2f} us, "
-              f"onnxruntime {r['onnxruntime_us_per_node']:.2f} us")
-    compile_s = None
-    if not only or "compile" in only:
-        compile_s = first_session_compile()
-        print(f"first-session compile (resnet50, shufflenet, a BERT and a GPT-2 layer): "
-              f"sessions made in {compile_s['create_cold_s']:.1f} s with numba's cache "
-              f"empty, {compile_s['create_warm_s']:.1f} s with it filled (import onnxrt "
-              f"{compile_s['import_cold_s']:.1f} / {compile_s['import_warm_s']:.1f} s)")
     ok = [r for r in rows if "ratio" in r]
-    geo = float(np.exp(np.mean(np.log([r["ratio"] for r in ok])))) if ok else float("nan")
-    worst = max(ok, key=lambda r: r["ratio"]) if ok else None
-    cgeo = float(np.exp(np.mean(np.log([r["create_ratio"] for r in ok])))) if ok else float("nan")
-    print(f"geometric mean of onnxrt/onnxruntime time ratios: {geo:.2f} over {len(ok)} cases; "
-          f"worst {worst['model']} {worst['ratio']:.2f}" if worst else "no results")
-    print(f"geometric mean of session-creation ratios: {cgeo:.2f}")
-    ovr = [r["openvino_ratio"] for r in ok if "openvino_ratio" in r]
-    ov_geo = float(np.exp(np.mean(np.log(ovr)))) if ovr else None
-    if ov_geo is not None:
-        print(f"geometric mean of onnxrt+OpenVINO/onnxruntime ratios: {ov_geo:.2f} "
-              f"over {len(ovr)} cases")
-    with open(args.json, "w") as f:
-        json.dump({"rows": rows, "geomean_ratio": geo, "geomean_create_ratio": cgeo,
-                   "geomean_openvino_ratio": ov_geo, "first_session_compile": compile_s,
-                   "threads": args.threads, "quick": args.quick, "blas": lib}, f, indent=2)
-    print(f"written: {args.json}")
+    cats: dict[str, list[float]] = {}
+    for r in ok:
+        cats.setdefault(r["category"], []).append(r["ratio"])
+    per_cat = {c: geomean(v) for c, v in cats.items()}
+    overall = geomean([r["ratio"] for r in ok])
+    if ok:
+        print("\ngeometric mean of onnxrt/onnxruntime time ratios:")
+        for c, g in per_cat.items():
+            worst = max((r for r in ok if r["category"] == c), key=lambda r: r["ratio"])
+            print(f"  {c:<12} {g:5.2f} over {len(cats[c]):>2} cases; worst {worst['model']} "
+                  f"{worst['ratio']:.2f}")
+        worst = max(ok, key=lambda r: r["ratio"])
+        print(f"  {'overall':<12} {overall:5.2f} over {len(ok):>2} cases; worst "
+              f"{worst['model']} {worst['ratio']:.2f}")
+        print(f"  session creation: {geomean([r['create_ratio'] for r in ok]):.2f}")
+        ovr = [r["openvino_ratio"] for r in ok if "openvino_ratio" in r]
+        if ovr:
+            print(f"  onnxrt+OpenVINO: {geomean(ovr):.2f} over {len(ovr)} cases")
+    over = None
+    if not only or "overhead" in only:
+        over = overheads(args.threads, args.quick)
+        one, chain = over
+        print(f"per-call overhead, one-node model: onnxrt {one['onnxrt_us']:.1f} us, "
+              f"onnxruntime {one['onnxruntime_us']:.1f} us, ratio {one['ratio']:.2f}; "
+              f"per node (1,000-node chain): {chain['onnxrt_us_per_node']:.2f} / "
+              f"{chain['onnxruntime_us_per_node']:.2f} us", flush=True)
+    first = None
+    if (not only and not args.no_compile) or "first" in only:
+        first = first_session([m for m in args.first_models.split(",") if m])
+        print("first session in a fresh process (numba cache empty -> filled; onnxruntime):")
+        for f in first:
+            print(f"  {f['model']:<14} create {f['create_cold_s']:.2f} s (first run "
+                  f"{f['first_run_cold_s']:.2f} s, compiled kernels in place after "
+                  f"{f['compiled_cold_s']:.1f} s) -> {f['create_warm_s']:.2f} s; onnxruntime "
+                  f"{f['ort_create_s']:.2f} s (first run {f['ort_first_run_s']:.2f} s); "
+                  f"ratio {f['create_ratio_cold']:.1f}; import onnxrt {f['import_s']:.2f} s, "
+                  f"onnxruntime {f['ort_import_s']:.2f} s", flush=True)
+    result = {"rows": rows, "categories": per_cat, "geomean_ratio": overall,
+              "overhead": over, "first_session": first, "threads": args.threads,
+              "quick": args.quick, "blas": lib, "skipped_modules": failed}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
+        print(f"written: {args.json}")
+    return result
 
 
 if __name__ == "__main__":

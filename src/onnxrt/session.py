@@ -354,7 +354,7 @@ class InferenceSession:
             i = self._input_index.get(name)
             if i is not None:
                 values[i] = v
-        if any(n in self._init_slots for n in feeds):
+        if self._init_slots and any(n in self._init_slots for n in feeds):
             plan = _with_overrides(plan, {n: feeds[n] for n in feeds if n in self._init_slots},
                                    self._init_slots)
         ctx = RunContext(run_options, self._hook if hook is None else hook)

@@ -7,6 +7,7 @@ import glob
 import os
 import warnings
 
+import numpy as np
 import onnx
 import pytest
 from onnx import numpy_helper
@@ -78,6 +79,25 @@ def test_light_zoo(name, level):
     model = onnx.load(path)
     so = ort.SessionOptions()
     so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
+    if name == "squeezenet":
+        # its constant weights make the 1000 logits equal in exact arithmetic (~1e10): the
+        # last bits of each, which the BLAS and its blocking decide, pick the softmax's
+        # winners (OpenBLAS and MKL differ), so its logits are compared with onnxruntime's
+        import onnxruntime
+
+        m = onnx.ModelProto()
+        m.CopyFrom(model)
+        last = m.graph.node[-1]
+        assert last.op_type == "Softmax"
+        del m.graph.node[-1]
+        del m.graph.output[:]
+        m.graph.output.append(onnx.ValueInfoProto(name=last.input[0]))
+        sess = ort.InferenceSession(m.SerializeToString(), so)
+        feeds = light_feeds(model, sess)
+        ref = onnxruntime.InferenceSession(m.SerializeToString(),
+                                           providers=["CPUExecutionProvider"]).run(None, feeds)
+        np.testing.assert_allclose(sess.run(None, feeds)[0], ref[0], rtol=1e-5)
+        return
     sess = ort.InferenceSession(path, so)
     outs = sess.run(None, light_feeds(model, sess))
     assert_all_similar(light_expected(name, model), outs, 1e-3, 1e-7,

@@ -1,7 +1,7 @@
 """The BLAS the compiled kernels call (providers/cpu/blas.py: MKL when the optional package
-is installed, else numpy's OpenBLAS) and the float32 matrix product split over the
-session's threads on top of it (nn/jit.py split_matmul, MatMul and Gemm), against NumPy in
-float64 and onnxruntime."""
+is installed and measured faster on this machine, else numpy's OpenBLAS) and the float32
+matrix product split over the session's threads on top of it (nn/jit.py split_matmul,
+MatMul and Gemm), against NumPy in float64 and onnxruntime."""
 
 from __future__ import annotations
 
@@ -45,19 +45,44 @@ def test_gemm_multiplies_like_numpy(dt):
     np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
 
 
-def _which(env: dict) -> str:
-    code = "from onnxrt.providers.cpu import blas; print(blas.name())"
-    return subprocess.run([sys.executable, "-c", code], env={**os.environ, **env},
-                          capture_output=True, text=True, check=True).stdout.strip()
+def _which(env: dict) -> tuple[str, str]:
+    """(name, reason) of the float32 choice in a fresh process with ``env`` added."""
+    code = "from onnxrt.providers.cpu import blas; print(blas.name()); print(blas.reason())"
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env},
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    return out[0].strip(), out[1].strip()
 
 
-def test_choice_follows_onnxrt_blas():
-    assert _which({"ONNXRT_BLAS": "openblas"}) == "openblas"
+def test_choice_follows_onnxrt_blas(tmp_path):
+    cache = {"ONNXRT_CACHE_DIR": str(tmp_path)}
+    assert _which({**cache, "ONNXRT_BLAS": "openblas"}) == ("openblas", "ONNXRT_BLAS=openblas")
     if HAVE_MKL:
-        assert _which({"ONNXRT_BLAS": ""}) == "mkl"     # the default when installed
-        assert _which({"ONNXRT_BLAS": "mkl"}) == "mkl"
+        assert _which({**cache, "ONNXRT_BLAS": "mkl"}) == ("mkl", "ONNXRT_BLAS=mkl")
     else:       # asked for but missing: numpy's BLAS
-        assert _which({"ONNXRT_BLAS": "mkl"}) == "openblas"
+        assert _which({**cache, "ONNXRT_BLAS": "mkl"})[0] == "openblas"
+    assert not os.listdir(tmp_path)      # nothing measured when told
+
+
+@pytest.mark.skipif(not HAVE_MKL, reason="the choice is measured only between two libraries: "
+                    "the mkl package is not installed")
+def test_choice_is_measured_once_per_machine_and_kept(tmp_path):
+    """Without ONNXRT_BLAS the faster library on this machine is measured in the first
+    process, stored per machine, and read by the next ones (which library wins depends
+    on the CPU: no test expects one)."""
+    import json
+
+    env = {"ONNXRT_CACHE_DIR": str(tmp_path), "ONNXRT_BLAS": ""}
+    first, why = _which(env)
+    assert first in ("mkl", "openblas") and why.startswith("measured faster on this machine:")
+    stored = json.loads((tmp_path / "blas.json").read_text())
+    (key, entry), = stored.items()
+    assert entry["winner"] == first and entry["mkl_ms"] > 0 and entry["openblas_ms"] > 0
+    again, why = _which(env)
+    assert again == first and why.startswith("measured faster on this machine before")
+    # the stored verdict is what decides (not the library being installed): flip it
+    for forced in ("mkl", "openblas"):
+        (tmp_path / "blas.json").write_text(json.dumps({key: {"winner": forced}}))
+        assert _which(env)[0] == forced
 
 
 @needs_numba
@@ -259,3 +284,27 @@ def test_one_range_calls_of_blas_kernels_keep_blas_single_threaded():
         intra.native_ranges(0, lambda ji, jf: None, kernel, (), 1, blas=True)
         intra.for_ranges(kernel, (), 1)
     assert seen == [1, 1, 2]
+
+
+@pytest.mark.parametrize("ashape,bshape", [((1, 6, 197, 64), (1, 6, 64, 197)),   # scores
+                                          ((2, 6, 197, 197), (2, 6, 197, 64)),  # weighted
+                                          ((4, 33, 40), (40, 50)),              # 2-D b
+                                          ((3, 1, 20, 30), (1, 5, 30, 40))])    # broadcast
+def test_stacked_products_split_over_threads_by_items(ashape, bshape, monkeypatch):
+    """A stack of products goes to the session's threads item by item (BLAS single-threaded
+    in each), never to BLAS's own threads; the result is numpy's."""
+    from onnxrt.execute import intra
+    from onnxrt.providers.cpu.nn import matmul as mm
+
+    monkeypatch.setattr(jit, "_MM_SPLIT_MIN", 0)
+    monkeypatch.setattr(jit, "split_matmul", lambda a, b: None)     # the stack path here
+    calls = []
+    real = intra.parallel_for
+    monkeypatch.setattr(intra, "parallel_for", lambda n, fn: calls.append(n) or real(n, fn))
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal(ashape).astype(np.float32)
+    b = rng.standard_normal(bshape).astype(np.float32)
+    with limit_threads(2):
+        y = mm.matmul(a, b)
+    np.testing.assert_allclose(y, np.matmul(a.astype(np.float64), b), rtol=1e-4, atol=1e-4)
+    assert calls == ([2] if len(bshape) > 2 else [])    # a 2-D b: one flattened product

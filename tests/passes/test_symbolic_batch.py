@@ -44,6 +44,25 @@ def test_zoo_fuses_as_well_at_a_symbolic_batch(name):
         if vi.name in {a.name for a in sess.get_inputs()}:
             x = light_input(vi)
             feeds[vi.name] = np.concatenate([x, x], axis=0)   # batch 2
+    if name == "squeezenet":
+        # its constant weights make the 1000 logits equal in exact arithmetic (~1e10): the
+        # last bits of each (which the BLAS and its blocking decide) pick the softmax's
+        # winners, so its logits are compared with onnxruntime's instead
+        import onnxruntime
+
+        m = onnx.ModelProto()
+        m.CopyFrom(sym)
+        last = m.graph.node[-1]
+        assert last.op_type == "Softmax"
+        del m.graph.node[-1]
+        del m.graph.output[:]
+        m.graph.output.append(onnx.ValueInfoProto(name=last.input[0]))
+        ours = ort.InferenceSession(m.SerializeToString()).run(None, feeds)[0]
+        ref = onnxruntime.InferenceSession(m.SerializeToString(),
+                                           providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+        assert ours.shape[0] == 2
+        np.testing.assert_allclose(ours, ref, rtol=1e-5)
+        return
     outs = sess.run(None, feeds)
     for ref, out in zip(light_expected(name, model), outs):
         assert out.shape[0] == 2

@@ -6,7 +6,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["providers_arg", "open_session", "make_feeds", "summary", "CliError"]
+__all__ = ["providers_arg", "open_session", "make_feeds", "summary", "CliError",
+           "compile_note"]
 
 
 class CliError(Exception):
@@ -46,6 +47,17 @@ def open_session(model: str, providers: str | None, threads: int = 0,
     t = time.perf_counter()
     sess = ort.InferenceSession(src, so, providers=providers_arg(providers))
     return sess, path, time.perf_counter() - t
+
+
+def compile_note() -> str:
+    """A line for stderr while the CPU kernels compile in the background (the first use on
+    a machine, execute/warmup.py), else ""."""
+    from onnxrt.execute import warmup
+
+    if warmup.status() == "compiling":
+        return ("note: the CPU kernels are compiling in the background (first use on this "
+                "machine); these runs took the slower NumPy kernels")
+    return ""
 
 
 def level_value(level: str) -> Any:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from typing import Any
 
 import numpy as np
 
-from onnxrt.cli.common import make_feeds, open_session, summary
+from onnxrt.cli.common import compile_note, make_feeds, open_session, summary
 
 
 def add_parser(sub: Any) -> None:
@@ -56,4 +57,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     med = float(np.median(times)) * 1e3
     print(f"time: median {med:.2f} ms over {len(times)} run(s) after {args.warmup} warm-up; "
           f"session created in {created * 1e3:.0f} ms")
+    note = compile_note()
+    if note:
+        print(note, file=sys.stderr)
     return 0

@@ -107,8 +107,11 @@ class InputSpec:
                 raise InvalidArgument(
                     f"Invalid rank for input: {self.name} Got: {arr.ndim} Expected: "
                     f"{self.rank} Please fix either the inputs/outputs or the model.")
-            bad = [(i, g, e) for i, (g, e) in enumerate(zip(arr.shape, self.dims))
-                   if e is not None and g != e]
+            # (every input of every run: a shape equal to the declared one, the common
+            # case without free dimensions, is accepted without building a list)
+            bad = [] if arr.shape == self.dims else [
+                (i, g, e) for i, (g, e) in enumerate(zip(arr.shape, self.dims))
+                if e is not None and g != e]
             if bad:
                 detail = "".join(f" index: {i} Got: {g} Expected: {e}\n" for i, g, e in bad)
                 raise InvalidArgument(

@@ -26,6 +26,14 @@ A compiled kernel can instead register a serving loop (``install_native``: the l
 that also runs the kernel's items itself, reading their arguments from the pool's slot
 arrays ``ints``/``floats``), and post items as a kind number and a range (``run_native``):
 the worker then never leaves compiled code between items and never takes the GIL.
+
+Items are claimed, not assigned. A worker whose core another process keeps busy may not
+run for a whole time slice (measured: an MLP of 0.36 ms took ~7.7 ms a run when a busy loop
+held the second core, waiting for the worker's half), so each posted item carries a claim
+word (``_CLAIM``): the worker takes the item with a compare-and-swap before running it, and
+the caller, once its own item is done, takes back every item still unclaimed and runs it
+itself (``_steal``) instead of waiting. A worker that is spinning claims within a
+microsecond of the post, so only a worker that is not running loses its item.
 """
 
 from __future__ import annotations
@@ -37,30 +45,42 @@ from typing import Any, Callable
 
 import numpy as np
 
+from onnxrt.execute import warmup
+
 __all__ = ["HotPool", "get"]
 
 _SPINS = 10000               # idle polls (~0.3 us each) before a worker parks
 # slot layout of the control array, one row per worker: the last posted and the last
 # finished item's sequence numbers, parked, park request, the posted item's native kind
-# (0: a Python item) and range
-_POSTED, _DONE, _PARKED, _PARK, _KIND, _LO, _HI = range(7)
+# (0: a Python item) and range, the claim word (the posted sequence number while nobody
+# took the item, its negation once the worker did, 0 once the caller took it back)
+_POSTED, _DONE, _PARKED, _PARK, _KIND, _LO, _HI, _CLAIM = range(8)
+_COLS = 8
 # argument slots of a native item (shared by the workers: one caller at a time)
 _INT_SLOTS, _FLOAT_SLOTS = 64, 8
 
 
 def _serve(ctl, w, done, spins, yield_fn):
     """Mark item ``done`` finished (without the GIL, so the waiting caller never waits for
-    it), then return the next posted sequence number once it differs from ``done``, or -1
-    after ``spins`` polls or on a park request. (A native serving loop, ``install_native``,
-    has this contract too, and runs the native items it sees before returning.)"""
+    it), then return the next posted sequence number once it differs from ``done`` and the
+    item is claimed (an item the caller took back is marked done and skipped), or -1 after
+    ``spins`` polls or on a park request. (A native serving loop, ``install_native``, has
+    this contract too, and runs the native items it sees before returning.)"""
     ctl[w, 1] = done
-    for _ in range(spins):
+    i = 0
+    while i < spins:
         v = ctl[w, 0]
         if v != done:
-            return v
+            if _cas(ctl, w, 7, v, -v) == v:
+                return v
+            done = v            # taken back by the caller
+            ctl[w, 1] = done
+            i = 0
+            continue
         if ctl[w, 3] != 0:
             return -1
         yield_fn()
+        i += 1
     return -1
 
 
@@ -69,13 +89,50 @@ def _wait_done(ctl, w, seq, yield_fn):
         yield_fn()
 
 
+def _steal(ctl, w, seq):
+    """1 when the caller took item ``seq`` of worker ``w`` back (the worker had not
+    claimed it), else 0."""
+    return 1 if _cas(ctl, w, 7, seq, 0) == seq else 0
+
+
+def _claim(ctl, w, seq):
+    """1 when worker ``w`` took item ``seq`` (the caller had not taken it back), else 0."""
+    return 1 if _cas(ctl, w, 7, seq, -seq) == seq else 0
+
+
+def cas_intrinsic(numba: Any) -> Any:
+    """``_cas(a, i, j, expected, new)``: a sequentially consistent compare-and-swap on the
+    int64 a[i, j]; returns the value found (``expected`` when it swapped)."""
+    from numba.core import cgutils, types
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def _cas(typingctx, a, i, j, expected, new):
+        sig = types.int64(a, i, j, expected, new)
+
+        def codegen(context, builder, signature, args):
+            aty = signature.args[0]
+            ary = context.make_array(aty)(context, builder, args[0])
+            ii = context.cast(builder, args[1], signature.args[1], types.intp)
+            jj = context.cast(builder, args[2], signature.args[2], types.intp)
+            ptr = cgutils.get_item_pointer(context, builder, aty, ary, [ii, jj])
+            ex = context.cast(builder, args[3], signature.args[3], types.int64)
+            nw = context.cast(builder, args[4], signature.args[4], types.int64)
+            res = builder.cmpxchg(ptr, ex, nw, "seq_cst", "seq_cst")
+            return builder.extract_value(res, 0)
+        return sig, codegen
+    return _cas
+
+
+_cas: Any = None        # the intrinsic, set by _compiled before the loops compile
 _FNS: list[Any] = []
 _LOCK = threading.Lock()
 
 
 def _compiled() -> Any:
-    """(publish_and_spin, wait_done, sched_yield) compiled, or None without numba or libc's
-    sched_yield."""
+    """(publish_and_spin, wait_done, sched_yield, steal, claim) compiled, or None without
+    numba or libc's sched_yield."""
+    global _cas
     with _LOCK:
         if not _FNS:
             out = None
@@ -86,16 +143,19 @@ def _compiled() -> Any:
                 y = libc.sched_yield
                 y.argtypes = []
                 y.restype = ctypes.c_int
+                _cas = cas_intrinsic(numba)
                 fns = []
-                for f in (_serve, _wait_done):
+                for f in (_serve, _wait_done, _steal, _claim):
                     try:
                         fns.append(numba.njit(cache=True, nogil=True)(f))
                     except Exception:   # no writable cache location
                         fns.append(numba.njit(nogil=True)(f))
-                ctl = np.zeros((1, 7), np.int64)
+                ctl = np.zeros((1, _COLS), np.int64)
                 fns[0](ctl, 0, 0, 1, y)
                 fns[1](ctl, 0, 0, y)
-                out = (*fns, y)
+                fns[2](ctl, 0, 1)
+                fns[3](ctl, 0, 1)
+                out = (fns[0], fns[1], y, fns[2], fns[3])
             except Exception:   # numba missing or broken, no sched_yield: the blocking pool
                 out = None
             _FNS.append(out)
@@ -107,19 +167,20 @@ class HotPool:
     for the next."""
 
     def __init__(self, workers: int, fns: Any) -> None:
-        serve, self.wait_done, self.yield_fn = fns
+        serve, self.wait_done, self.yield_fn, self.steal, self.claim = fns
         # the serving loop and its arguments after (ctl, w, done, spins, yield_fn): read
         # and replaced as one
         self.server: tuple[Callable, tuple] = (serve, ())
         self.native = False
         self.n = workers
-        self.ctl = np.zeros((workers, 7), np.int64)
+        self.ctl = np.zeros((workers, _COLS), np.int64)
         self.ints = np.zeros(_INT_SLOTS, np.int64)
         self.floats = np.zeros(_FLOAT_SLOTS, np.float64)
         self.seq = [0] * workers
         self.jobs: list[Callable[[], None] | None] = [None] * workers
         self.errors: list[BaseException | None] = [None] * workers
         self.cv = threading.Condition()
+        self.posted = False                   # an item posted since the last park()
         self.busy = threading.Lock()          # one caller at a time
         if _NATIVE:
             self.install_native(*_NATIVE[0])
@@ -129,7 +190,8 @@ class HotPool:
 
     def install_native(self, serve: Callable, extra: tuple) -> None:
         """Serve with ``serve(ctl, w, done, spins, yield_fn, ints, floats, *extra)`` from
-        the next item on (``_serve``'s contract, native items run inside)."""
+        the next item on (``_serve``'s contract, native items run inside: each claimed
+        first, as ``_claim`` does, and skipped, marked done, when the claim fails)."""
         self.server = (serve, (self.ints, self.floats) + tuple(extra))
         self.native = True
 
@@ -172,6 +234,8 @@ class HotPool:
         ctl[w, _LO] = lo
         ctl[w, _HI] = hi
         ctl[w, _PARK] = 0
+        self.posted = True
+        ctl[w, _CLAIM] = self.seq[w]
         ctl[w, _POSTED] = self.seq[w]
         # the worker sets _PARKED, then re-reads _POSTED, holding the condition's lock and
         # the GIL, as this holds the GIL: either it sees this post or this sees it parked
@@ -180,10 +244,18 @@ class HotPool:
             with self.cv:
                 self.cv.notify_all()
 
-    def _finish(self, posted: int, err: BaseException | None) -> None:
-        """Wait for workers 0..posted-1, then raise the first error."""
+    def _take_back(self, posted: int) -> list[int]:
+        """The workers among 0..posted-1 whose items were still unclaimed, now the
+        caller's to run."""
+        return [w for w in range(posted) if self.steal(self.ctl, w, self.seq[w])]
+
+    def _finish(self, posted: int, err: BaseException | None,
+                taken: list[int] | tuple = ()) -> None:
+        """Wait for workers 0..posted-1 (but those whose items the caller took back),
+        then raise the first error."""
         for w in range(posted):
-            self.wait_done(self.ctl, w, self.seq[w], self.yield_fn)
+            if w not in taken:
+                self.wait_done(self.ctl, w, self.seq[w], self.yield_fn)
             self.jobs[w] = None
             if err is None and self.errors[w] is not None:
                 err = self.errors[w]
@@ -192,34 +264,47 @@ class HotPool:
             raise err
 
     def run(self, n: int, fn: Callable[[int], None]) -> None:
-        """fn(0) here, fn(1..n-1) on workers 0..n-2 (n - 1 <= workers); returns when all
-        are done, raising the first error."""
+        """fn(0) here, fn(1..n-1) on workers 0..n-2 (n - 1 <= workers), or here too where a
+        worker has not claimed its item by the time fn(0) is done; returns when all are
+        done, raising the first error."""
         for w in range(n - 1):
             self.jobs[w] = (lambda k=w + 1: fn(k))
             self._post(w, 0)
         err = None
+        taken: list[int] = []
         try:
             fn(0)
+            taken = self._take_back(n - 1)
+            for w in taken:
+                fn(w + 1)
         except BaseException as e:      # wait for the workers before raising
             err = e
-        self._finish(n - 1, err)
+        self._finish(n - 1, err, taken)
 
     def run_native(self, kind: int, parts: list[tuple[int, int]],
                    own: Callable[[int, int], None]) -> None:
         """Native item ``kind`` (its arguments already in ``ints``/``floats``) over
-        parts[1:] on workers 0.., ``own(*parts[0])`` here; returns when all are done."""
+        parts[1:] on workers 0.., ``own(*parts[0])`` here, and ``own`` over the parts no
+        worker claimed by then; returns when all are done."""
         for w in range(len(parts) - 1):
             self._post(w, kind, *parts[w + 1])
         err = None
+        taken: list[int] = []
         try:
             own(*parts[0])
+            taken = self._take_back(len(parts) - 1)
+            for w in taken:
+                own(*parts[w + 1])
         except BaseException as e:      # wait for the workers before raising
             err = e
-        self._finish(len(parts) - 1, err)
+        self._finish(len(parts) - 1, err, taken)
 
     def park(self) -> None:
-        """Ask spinning workers to park now (the end of a session run)."""
-        self.ctl[:, _PARK] = 1
+        """Ask spinning workers to park now (the end of a session run); nothing to ask when
+        nothing was posted since the last request (a run that split no work)."""
+        if self.posted:
+            self.posted = False
+            self.ctl[:, _PARK] = 1
 
 
 _POOL: list[HotPool | None] = []
@@ -234,7 +319,7 @@ def install_native(serve: Callable, extra: tuple) -> bool:
     if fns is None:
         return False
     # a park request is waiting: the call returns at once
-    ctl = np.zeros((1, 7), np.int64)
+    ctl = np.zeros((1, _COLS), np.int64)
     ctl[0, _PARK] = 1
     serve(ctl, 0, 0, 1, fns[2], np.zeros(_INT_SLOTS, np.int64),
           np.zeros(_FLOAT_SLOTS, np.float64), *extra)
@@ -247,8 +332,10 @@ def install_native(serve: Callable, extra: tuple) -> bool:
 
 def get(workers: int) -> HotPool | None:
     """The process-wide hot pool (``workers`` threads, made on first use), or None where
-    the compiled spin loops are not available."""
+    the compiled spin loops are not available (or not compiled yet: execute/warmup.py)."""
     if not _POOL:
+        if not warmup.ready():
+            return None
         fns = _compiled()
         with _LOCK:
             if not _POOL:

@@ -247,14 +247,19 @@ def fuse_bn_mul_add(g: Graph) -> bool:
 
 
 # -- activations -------------------------------------------------------------------------
-def _activation(g: Graph, n: onnx.NodeProto) -> tuple[str, list[float]] | None:
-    """An activation node as (name, params) in onnxruntime's FusedConv terms."""
+def _activation(g: Graph, n: onnx.NodeProto,
+                onnxruntime_only: bool = True) -> tuple[str, list[float]] | None:
+    """An activation node as (name, params) in onnxruntime's FusedConv terms (and
+    HardSwish, which only onnxrt's FusedConv takes, unless ``onnxruntime_only``)."""
     if is_op(n, "Relu", "Sigmoid", "Tanh"):
         return n.op_type, []
     if is_op(n, "LeakyRelu"):
         return "LeakyRelu", [float(attr(n, "alpha", 0.01))]
     if is_op(n, "HardSigmoid"):
         return "HardSigmoid", [float(attr(n, "alpha", 0.2)), float(attr(n, "beta", 0.5))]
+    if is_op(n, "HardSwish") and not onnxruntime_only:
+        # an extension: onnxruntime's FusedConv has no HardSwish (MobileNetV3's blocks)
+        return "HardSwish", [1.0 / 6.0, 0.5]
     if is_op(n, "Clip"):
         if g.opset < 11:
             return "Clip", [float(attr(n, "min", -3.4028234663852886e38)),
@@ -267,6 +272,21 @@ def _activation(g: Graph, n: onnx.NodeProto) -> tuple[str, list[float]] | None:
     return None
 
 
+def _silu_tail(g: Graph, name: str) -> tuple[onnx.NodeProto, onnx.NodeProto] | None:
+    """(Sigmoid, Mul) where ``name`` is read by exactly those two and the Mul multiplies it
+    by the Sigmoid's output, read nowhere else: x * sigmoid(x) as exporters write SiLU."""
+    c = g.consumers(name)
+    if len(c) != 2 or g.is_output(name):
+        return None
+    sig = next((n for n in c if is_op(n, "Sigmoid")), None)
+    mul = next((n for n in c if is_op(n, "Mul")), None)
+    if sig is None or mul is None or len(mul.input) != 2:
+        return None
+    if sorted(mul.input) != sorted([name, sig.output[0]]) or not g.only_use(sig.output[0], mul):
+        return None
+    return sig, mul
+
+
 def fuse_conv_activation(g: Graph) -> bool:
     """Conv [-> Add(other)] -> activation into com.microsoft FusedConv (float32).
     The Add becomes FusedConv's Z input: Y = act(conv(X, W) + B + Z)."""
@@ -275,6 +295,17 @@ def fuse_conv_activation(g: Graph) -> bool:
         if not is_op(conv, "Conv") or not _float32(g, conv.input[0]):
             continue
         out = conv.output[0]
+        silu = _silu_tail(g, out)
+        if silu is not None:
+            # an extension: onnxruntime's FusedConv has no SiLU (YOLO's Conv-BN-SiLU)
+            sig, mul = silu
+            new = _node("FusedConv", list(conv.input), [mul.output[0]],
+                        (conv.name or "conv") + "_fused", MS_DOMAIN, activation="Silu")
+            _copy_attrs(conv, new)
+            g.replace([conv, sig, mul], new, mul)
+            g.uses_domain(MS_DOMAIN)
+            changed = True
+            continue
         if not g.only_use(out):
             continue
         nxt = g.consumers(out)[0]
@@ -288,7 +319,7 @@ def fuse_conv_activation(g: Graph) -> bool:
                 continue
             dead.append(nxt)
             nxt = g.consumers(nxt.output[0])[0]
-        act = _activation(g, nxt)
+        act = _activation(g, nxt, onnxruntime_only=False)
         if act is None:
             if z is None:
                 continue

@@ -62,6 +62,19 @@ def activation_fn(name: str | None, alpha: float, beta: float,
             y += y.dtype.type(beta)
             return np.clip(y, 0, 1, out=y)
         return hard_sigmoid
+    if name == "Silu":              # onnxrt's extension (passes/fusions.py): x * sigmoid(x)
+        def silu(y: np.ndarray) -> np.ndarray:
+            y *= _sigmoid(y.copy())
+            return y
+        return silu
+    if name == "HardSwish":         # onnxrt's extension (passes/fusions.py)
+        def hard_swish(y: np.ndarray) -> np.ndarray:
+            g = y * y.dtype.type(alpha)
+            g += y.dtype.type(beta)
+            np.clip(g, 0, 1, out=g)
+            y *= g
+            return y
+        return hard_swish
     if name == "Elu":
         def elu(y: np.ndarray) -> np.ndarray:
             neg = y < 0
@@ -71,11 +84,14 @@ def activation_fn(name: str | None, alpha: float, beta: float,
             return y
         return elu
     raise ValueError(f"unsupported activation {name!r} (Relu, Sigmoid, Tanh, LeakyRelu, Clip, "
-                     f"HardSigmoid, Elu are)")
+                     f"HardSigmoid, HardSwish, Silu, Elu are)")
 
 
 def _owned(y: np.ndarray, inputs: tuple[Any, ...]) -> np.ndarray:
     """``y`` itself when it is a fresh writable array, else a copy (never write an input)."""
+    if y.base is None and y.flags.writeable and y.flags.c_contiguous and \
+            not any(y is a for a in inputs):
+        return y        # owns its memory: no input can share it
     if y.flags.writeable and y.flags.c_contiguous and all(
             y is not a and not np.may_share_memory(y, a) for a in inputs
             if isinstance(a, np.ndarray)):
@@ -221,6 +237,8 @@ class FusedConv:
             params = params or [0.01]
         elif act == "HardSigmoid":
             params = params or [0.2, 0.5]
+        elif act == "HardSwish":
+            params = params or [1.0 / 6.0, 0.5]
         elif act == "Clip" and len(params) < 2:
             raise ValueError("FusedConv with Clip needs activation_params [min, max]")
         params += [0.0] * (2 - len(params))

@@ -10,7 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-from onnxrt.execute.threads import single_blas
+from onnxrt.execute.threads import blas_threads_unused, single_blas
 
 __all__ = ["compute_dtype", "resolve_pads", "pad_spatial", "row_mean", "row_dot"]
 
@@ -116,5 +116,7 @@ def row_dot(x: np.ndarray, v: np.ndarray) -> np.ndarray:
     batch-8 global pool, 8,000 rows of 169) woke BLAS's threads, which (with
     OPENBLAS_THREAD_TIMEOUT unset: numpy imported before onnxrt) then spin ~0.1 s and took
     the cores from the next run (59 ms instead of 33)."""
+    if blas_threads_unused(x.size):
+        return x @ v
     with single_blas():
         return x @ v

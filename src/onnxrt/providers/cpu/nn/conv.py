@@ -205,6 +205,11 @@ def _depthwise(xp: np.ndarray, pk: _Packed, dil: list[int], strides: list[int],
     return y[(Ellipsis,) + tuple(slice(0, o) for o in out[1:])]
 
 
+# a 1x1 conv of at most this many multiply-adds takes one matmul and the epilogue
+# (Conv._tiny_1x1): below OpenBLAS's own one-thread bound, where the split never applies
+_TINY_MACS = 1 << 17
+
+
 class _Epilogue:
     """What follows the product, applied in place on each image's columns c0:c1 of the
     output (N, M, L) right after their product, while in cache: + bias per channel, + Z
@@ -339,6 +344,7 @@ class Conv:
         self.bias = None
         self.act: Callable[[np.ndarray], Any] | None = None     # set by FusedConv
         self._epi_kind = (0, 0.0, 0.0)          # jit.EPI_KINDS code (-1: none compiled)
+        self._zero_bias: np.ndarray | None = None  # the late epilogue's (bias added before)
         # the compiled epilogue for the weight's compute dtype, loaded now (None: NumPy's)
         self._epi_fast = None
         if node.constant_inputs.get(1) is not None:
@@ -420,6 +426,14 @@ class Conv:
         bias = None
         if b is not None:
             bias = self.bias if self.bias is not None else b.astype(cdt, copy=False)
+        if (pk is self.packed and pk.algo == "gemm" and geo.no_pad and out is None
+                and self._epi_fast is not None and self._epi_kind[0] >= 0
+                and all(k == 1 for k in pk.kernel) and x.dtype == pk.w.dtype
+                and not any(s != 1 for s in strides)
+                and x.shape[0] * pk.M * pk.Cg * int(np.prod(geo.out)) <= _TINY_MACS):
+            y = self._tiny_1x1(x, bias, z)
+            if y is not None:
+                return y
         if (self._gemm is not None and pk is self.packed and nd in (1, 2)
                 and self._epi_kind[0] >= 0 and min(geo.begin) >= 0
                 and np.dtype(cdt) == self._gemm.w.dtype
@@ -441,6 +455,8 @@ class Conv:
         if self._jit is not None and pk is self.packed:   # [jit hook]: bias added inside
             y = self._jit(x.astype(cdt, copy=False), bias, strides, dil, geo.begin, geo.out)
             if y is not None:    # None: a shape the NumPy path does faster
+                if self._late_epilogue(y, z):
+                    return y if y.dtype == dt else y.astype(dt)
                 return self._finish(y, None, z, act, dt)
         n = x.shape[0]
         zf = None
@@ -466,6 +482,53 @@ class Conv:
             if not late:
                 act = None
         return self._finish(y, bias, z, act, dt)
+
+    def _tiny_1x1(self, x: np.ndarray, bias: np.ndarray | None,
+                  z: np.ndarray | None) -> np.ndarray | None:
+        """A small 1x1 conv (an SE block's on one pixel, a head on 7x7): one matmul and
+        the compiled epilogue (bias, residual, activation in one pass), ~5 us where the
+        compiled conv's call took ~25 (its dispatch over two dozen arguments)."""
+        n, c = x.shape[:2]
+        pk = self.packed
+        shape = (n, pk.M) + x.shape[2:]
+        if z is not None and tuple(z.shape) != shape:
+            return None
+        y = np.matmul(pk.w, x.reshape(n, c, -1))
+        dt = y.dtype
+        b = bias if bias is not None and bias.dtype == dt else None
+        if b is None:
+            zero = self._zero_bias
+            if zero is None or zero.shape[0] != pk.M or zero.dtype != dt:
+                zero = self._zero_bias = np.zeros(pk.M, dt)
+            b = zero if bias is None else np.ascontiguousarray(bias, dtype=dt)
+        zz = y if z is None else np.ascontiguousarray(z, dtype=dt).reshape(y.shape)
+        kind, alpha, beta = self._epi_kind
+        t = dt.type
+        for i in range(n):
+            self._epi_fast(y, i, 0, y.shape[2], 0, pk.M, b, zz, z is not None, kind, t(alpha),
+                           t(beta))
+        return y.reshape(shape)
+
+    def _late_epilogue(self, y: np.ndarray, z: np.ndarray | None) -> bool:
+        """The residual and activation of the depthwise kernel's output (its bias is in)
+        through the compiled epilogue, one pass per image in place (MobileNets' HardSwish
+        after every depthwise conv took four NumPy passes and a temporary); False where it
+        does not apply (then _finish does it)."""
+        kind, alpha, beta = self._epi_kind
+        fast = self._epi_fast
+        if fast is None or kind < 0 or (kind == 0 and z is None) or not y.flags.c_contiguous \
+                or y.dtype != self.packed.w.dtype or (z is not None and z.shape != y.shape):
+            return False
+        n, m = y.shape[0], y.shape[1]
+        y3 = y.reshape(n, m, -1)
+        zz = y3 if z is None else np.ascontiguousarray(z, dtype=y.dtype).reshape(y3.shape)
+        zero = self._zero_bias
+        if zero is None or zero.shape[0] != m or zero.dtype != y.dtype:
+            zero = self._zero_bias = np.zeros(m, y.dtype)
+        t = y.dtype.type
+        for i in range(n):
+            fast(y3, i, 0, y3.shape[2], 0, m, zero, zz, z is not None, kind, t(alpha), t(beta))
+        return True
 
     @staticmethod
     def _finish(y: np.ndarray, bias: np.ndarray | None, z: np.ndarray | None, act: Any,

@@ -33,13 +33,13 @@ from typing import Any, Callable
 
 import numpy as np
 
-from onnxrt.execute import hotpool, intra
-from onnxrt.execute.threads import single_blas
+from onnxrt.execute import hotpool, intra, warmup
+from onnxrt.execute.threads import blas_threads_unused, single_blas
 from onnxrt.ir.dtypes import np_dtype
-from onnxrt.providers.cpu import blas
+from onnxrt.providers.cpu import blas, vmath
 
 __all__ = ["available", "enabled", "set_enabled", "input_dtype", "conv_kernel", "pool_kernel",
-           "epilogue_kernel", "gemm_conv_kernel", "compile_once", "EPI_KINDS"]
+           "epilogue_kernel", "gemm_conv_kernel", "compile_once", "EPI_KINDS", "wait_compiled"]
 
 _HAVE = importlib.util.find_spec("numba") is not None
 _ENABLED = [_HAVE and os.environ.get("ONNXRT_JIT", "1") != "0"]
@@ -64,7 +64,16 @@ def available() -> bool:
 
 
 def enabled() -> bool:
-    return _ENABLED[0]
+    """Compiled kernels may be chosen now: numba there, not turned off, and its cache
+    filled or compiling allowed here (execute/warmup.py: on a new machine the kernels
+    compile in a child process while sessions take the NumPy paths)."""
+    return _ENABLED[0] and warmup.ready()
+
+
+def wait_compiled(timeout: float | None = None) -> bool:
+    """Block until the compiled kernels are ready (benchmarks before timing); False where
+    they will not be (numba missing, turned off, the compile failed) or on timeout."""
+    return _ENABLED[0] and warmup.wait(timeout)
 
 
 def set_enabled(on: bool) -> None:
@@ -123,7 +132,7 @@ def _conv_planes(x, w, b, out, mg, sh, sw, dh, dw, ph, pw, lo, hi):
     input is padded and split into its stride phases (_fill), flattened, so that every
     kernel tap is one long contiguous multiply-add over all output rows at once (the
     columns computed past each row's end are dropped when the plane is written out); taps
-    go three to a pass where a kernel row has three. Flat unsigned indices, tap offsets
+    go a kernel row to a pass where it has three or five. Flat unsigned indices, tap offsets
     computed once per call: views and integer divisions per row made the earlier loops
     3x slower (shufflenet's 8x136x28x28 3x3: 1.88 -> 0.72 ms on one thread). Taps are
     summed in the NumPy path's order, bias last: bit-identical results."""
@@ -180,6 +189,20 @@ def _conv_planes(x, w, b, out, mg, sh, sw, dh, dw, ph, pw, lo, hi):
                     for i in range(length):
                         acc[i] = acc[i] + buf[t0 + i] * v0 + buf[t1 + i] * v1 + \
                             buf[t2 + i] * v2
+                continue
+            if kw_n == 5:       # MobileNetV3's and EfficientNet's 5x5: a row per pass
+                t0, t1, t2, t3, t4 = toff[t], toff[t + 1], toff[t + 2], toff[t + 3], \
+                    toff[t + 4]
+                v0, v1, v2, v3, v4 = wf[w0 + t], wf[w0 + t + 1], wf[w0 + t + 2], \
+                    wf[w0 + t + 3], wf[w0 + t + 4]
+                if kh == 0:
+                    for i in range(length):
+                        acc[i] = buf[t0 + i] * v0 + buf[t1 + i] * v1 + buf[t2 + i] * v2 + \
+                            buf[t3 + i] * v3 + buf[t4 + i] * v4
+                else:
+                    for i in range(length):
+                        acc[i] = acc[i] + buf[t0 + i] * v0 + buf[t1 + i] * v1 + \
+                            buf[t2 + i] * v2 + buf[t3 + i] * v3 + buf[t4 + i] * v4
                 continue
             for kw in range(kw_n):
                 t0 = toff[t + kw]
@@ -558,8 +581,13 @@ def _epi_image(y, i, c0, c1, m0, m1, b, z, has_z, kind, alpha, beta):
     """Conv's epilogue on columns c0:c1, channels m0:m1 of image i of y (N, M, L), in place
     and in one pass:
     + b[m], + z (same shape as y) when has_z, then the activation ``kind`` (0 none, 1 Relu,
-    2 LeakyRelu(alpha), 3 Clip(alpha, beta)); NaN passes through like NumPy's."""
+    2 LeakyRelu(alpha), 3 Clip(alpha, beta), 4 HardSigmoid(alpha, beta), 5 HardSwish: v *
+    HardSigmoid(v) with alpha 1/6, beta 0.5, 6 SiLU: v * sigmoid(v)); NaN passes through
+    like NumPy's."""
     n = c1 - c0
+    ex = np.empty(n if kind == 6 else 0, np.float32)       # SiLU's scratch
+    bits = np.empty(n if kind == 6 else 0, np.int32)
+    fbits = bits.view(np.float32)
     for m in range(m0, m1):
         r = y[i, m, c0:c1]
         bm = b[m]
@@ -581,11 +609,39 @@ def _epi_image(y, i, c0, c1, m0, m1, b, z, has_z, kind, alpha, beta):
             for j in range(n):
                 v = r[j] + bm
                 r[j] = v * alpha if v < 0 else v
-        else:
+        elif kind == 3:
             for j in range(n):
                 v = r[j] + bm
                 v = alpha if v < alpha else v
                 r[j] = beta if v > beta else v
+        elif kind == 4:
+            for j in range(n):
+                v = (r[j] + bm) * alpha + beta
+                v = 0.0 if v < 0 else v
+                r[j] = 1.0 if v > 1 else v
+        elif kind == 5:
+            for j in range(n):
+                v = r[j] + bm
+                g = v * alpha + beta
+                g = 0.0 if g < 0 else g
+                r[j] = v * (1.0 if g > 1 else g)
+        elif r.itemsize == 4:
+            # SiLU, v * sigmoid(v), sigmoid from e = exp(-|v|) (never overflows): 1 / (1 + e)
+            # for v >= 0, e / (1 + e) below; exp vectorized (vmath.exp_nonpos)
+            for j in range(n):
+                v = r[j] + bm
+                r[j] = v
+                ex[j] = -v if v >= 0 else v
+            _exp_nonpos(ex[:n], bits[:n], fbits[:n])
+            for j in range(n):
+                v = r[j]
+                e = ex[j]
+                r[j] = v * ((1.0 if v >= 0 else e) / (1.0 + e))
+        else:
+            for j in range(n):
+                v = r[j] + bm
+                e = math.exp(-v if v >= 0 else v)
+                r[j] = v * ((1.0 if v >= 0 else e) / (1.0 + e))
 
 _RUN_MAX_W = 32
 
@@ -797,6 +853,8 @@ def _mm_items(gemm, a, b, c, tb, one, zero, items, lo, hi):
 _NK_GEMM, _NK_TAPS, _NK_MM, _NK_DW, _NK_SPOOL, _NK_POOL = 1, 2, 3, 4, 5, 6
 _ptr: Any = None        # the pointer intrinsic and numba.carray, set by _load
 carray: Any = None
+_cas: Any = None       # hotpool.cas_intrinsic, set by _load
+_exp_nonpos: Any = None     # vmath.exp_nonpos compiled inline, set by _load
 
 
 def _put(ji, at, a):
@@ -915,7 +973,8 @@ def _taps_slots(gemm, ji, jf, like, lo, hi):
 
 def _serve(ctl, w, done, spins, yield_fn, ji, jf, gemm):
     """The hot pool's serving loop (hotpool._serve's contract) running the native float32
-    conv items it is posted: kind in ctl[w, 4], range ctl[w, 5:7]. The sched_yield calls around
+    conv items it is posted: kind in ctl[w, 4], range ctl[w, 5:7], each claimed first
+    (ctl[w, 7], hotpool's claim word). The sched_yield calls around
     an item also keep the compiler from moving the slot reads before the post is seen, or
     the kernel's stores after the "done" mark."""
     ctl[w, 1] = done
@@ -923,6 +982,11 @@ def _serve(ctl, w, done, spins, yield_fn, ji, jf, gemm):
     while i < spins:
         v = ctl[w, 0]
         if v != done:
+            if _cas(ctl, w, 7, v, -v) != v:
+                done = v            # the caller took it back (hotpool._steal)
+                ctl[w, 1] = done
+                i = 0
+                continue
             k = ctl[w, 4]
             if k == 0:
                 return v
@@ -1000,6 +1064,8 @@ def _load() -> dict[str, Any] | None:
             g[f.__name__] = numba.njit(inline="always", error_model="numpy")(f)
         g["_mx"] = numba.njit(inline="always")(_mx)     # else its loops do not vectorize
         g["_shift_reduce"] = numba.njit(inline="always", error_model="numpy")(_shift_reduce)
+        g["_exp_nonpos"] = numba.njit(inline="always", error_model="numpy",
+                                      fastmath={"contract"})(vmath.exp_nonpos)
         g["_epi_image"] = epi = _njit(numba, _epi_image)
         _K.update(epi=epi, gemm_conv=_njit(numba, _gemm_conv_items),
                   taps_conv=_njit(numba, _taps_conv_items), conv=_njit(numba, _conv_planes),
@@ -1011,7 +1077,7 @@ def _load() -> dict[str, Any] | None:
         g.update(_gemm_conv_items=_K["gemm_conv"], _taps_conv_items=_K["taps_conv"],
                  _mm_items=_K["mm"], _conv_planes=_K["conv"], _dpool_planes=_K["pool"],
                  _spool_planes=_K["spool"], _ptr=_pointer_intrinsic(numba),
-                 carray=numba.carray)
+                 carray=numba.carray, _cas=hotpool.cas_intrinsic(numba))
         for f in (_put, _conv_arrays, _gemm_slots, _taps_slots, _mm_slots, _dw_slots,
                   _pool_slots):
             g[f.__name__] = numba.njit(error_model="numpy")(f)
@@ -1061,7 +1127,8 @@ _BLAS_KERNELS = frozenset(("gemm_conv", "taps_conv", "mm"))
 
 
 def _ready(dtype: np.dtype) -> bool:
-    return _ENABLED[0] and np.dtype(dtype) in _FLOATS and _load() is not None
+    return (_ENABLED[0] and np.dtype(dtype) in _FLOATS and warmup.ready()
+            and _load() is not None)
 
 
 def input_dtype(node: Any) -> np.dtype:
@@ -1142,12 +1209,15 @@ class JitConv:
 
 def conv_kernel(w: np.ndarray, group: int) -> JitConv | None:
     """A compiled kernel for a constant conv weight (M, Cg, *kernel) in the compute dtype,
-    where it beats the NumPy path: grouped (group > 1) with few input channels per group,
-    1-D or 2-D."""
+    where it beats the NumPy path and the im2col one: one input channel per group
+    (depthwise, or a single-channel input), 1-D or 2-D."""
     kernel = tuple(int(k) for k in w.shape[2:])
-    if group <= 1 or w.shape[1] > _MAX_CG or len(kernel) not in (1, 2) or not _ready(w.dtype):
+    if w.shape[1] > _MAX_CG or len(kernel) not in (1, 2) or not _ready(w.dtype):
         return None
-    return JitConv(np.asarray(w), group, kernel)
+    # one input channel (a grey image, a spectrogram) with group 1 is the depthwise loop
+    # with every output from that channel: im2col with K = 9 left BLAS nothing to do
+    # (1->32 3x3 at 28x28: 78 us against onnxruntime's 22, one thread)
+    return JitConv(np.asarray(w), max(group, 1), kernel)
 
 
 # -- dense Conv: im2col + BLAS + epilogue in one compiled call ---------------------------------
@@ -1184,6 +1254,9 @@ class GemmConv:
             self.kernel = (1,) + self.kernel
         self.w = np.ascontiguousarray(w.reshape(self.m, -1))
         self.gemm = gemm
+        # the library the kernel calls is loaded sequential (MKL): numpy's BLAS threads
+        # never wake for it, so no single_blas block around a one-thread call
+        self.sequential = blas.name(w.dtype) == "mkl"
         dt = self.w.dtype
         self.one, self.zero = dt.type(1), dt.type(0)
         self.nob = np.zeros(self.m, dt)
@@ -1306,8 +1379,11 @@ class GemmConv:
             args += (direct,)
             geo += (int(direct),)
         if mode == "one":
-            with single_blas():
+            if self.sequential or blas_threads_unused(self.m * self.w.shape[1] * oh * ow * n):
                 _K[key](*args, 0, len(items))
+            else:
+                with single_blas():
+                    _K[key](*args, 0, len(items))
         else:
             _call(key, len(items), True, args,
                   (native, lambda ji, jf: _K["pack"](ji, jf, *head, items, geo))
@@ -1336,9 +1412,9 @@ def gemm_conv_kernel(w: np.ndarray, group: int) -> GemmConv | None:
     """The compiled conv for a constant weight (M, Cg, *kernel) in the compute dtype: dense
     or grouped with several channels per group (depthwise has its own kernels), 1-D or
     2-D, float32/float64, when a BLAS exposes its cblas gemm (providers/cpu/blas.py)."""
-    if (w.ndim not in (3, 4) or (group > 1 and w.shape[1] == 1) or w.shape[0] % group
+    if (w.ndim not in (3, 4) or w.shape[1] == 1 or w.shape[0] % group
             or not _ready(w.dtype)):
-        return None
+        return None     # one input channel per group: conv_kernel's
     gemm = blas.gemm(w.dtype)
     if gemm is None:
         return None
@@ -1438,7 +1514,8 @@ def _install_native() -> bool:
 
 # -- Conv's epilogue ---------------------------------------------------------------------------
 
-EPI_KINDS = {None: 0, "Relu": 1, "LeakyRelu": 2, "Clip": 3}
+EPI_KINDS = {None: 0, "Relu": 1, "LeakyRelu": 2, "Clip": 3, "HardSigmoid": 4, "HardSwish": 5,
+             "Silu": 6}
 
 
 def epilogue_kernel(dtype: Any) -> Callable | None:
