@@ -27,6 +27,7 @@ from onnxrt.partition.partitioner import KernelAssigner, partition_model
 from onnxrt.partition.report import AssignedSubgraph, assignment_info, placement_report
 from onnxrt.plan.planner import Planner
 from onnxrt.framework.device import CPU_DEVICE, Device
+from onnxrt.validate import check_model
 from onnxrt.values import IOBinding, ModelMetadata, NodeArg, OrtValue
 
 __all__ = ["InferenceSession"]
@@ -50,6 +51,8 @@ class InferenceSession:
                                     "SessionOptions.set_load_cancellation_flag")
         self._loaded, self._base_dir = load_model(path_or_bytes,
                                                  memory_files=self._sess_options._memory_files)
+        # attributes and declared shapes against the spec, before any pass or kernel
+        check_model(self._loaded)
         t_loaded = time.perf_counter_ns()
         if self._sess_options.enable_profiling:
             self._profiler = Profiler(self._sess_options.profile_file_prefix)
@@ -376,10 +379,12 @@ class InferenceSession:
 def _direct_inputs(plan: Any) -> dict[str, Device]:
     """Inputs whose every reader is a copy to one device: a value already on that device
     can be fed as it is (the copy passes device values through)."""
+    inputs = set(plan.input_slots)
     readers: dict[int, list[Any]] = {}
     for st in plan.steps:
         for s in st.ins:
-            readers.setdefault(s, []).append(st)
+            if s in inputs:
+                readers.setdefault(s, []).append(st)
     out = {}
     for name, slot in zip(plan.input_names, plan.input_slots):
         steps = readers.get(slot, [])

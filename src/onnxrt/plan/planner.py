@@ -16,6 +16,7 @@ import numpy as np
 import onnx
 from onnx import AttributeProto
 
+from onnxrt import validate
 from onnxrt.errors import EPFail as EPFailErr
 from onnxrt.errors import InvalidGraph, NotImplemented as NotImplementedErr
 from onnxrt.execute.executor import RunContext, execute_plan
@@ -180,6 +181,20 @@ def _type_map(graph: onnx.GraphProto) -> dict[str, onnx.TypeProto]:
         if t.name not in types:
             types[t.name] = onnx.helper.make_tensor_type_proto(t.data_type, list(t.dims))
     return types
+
+
+def _known_shapes(in_types: tuple[Any, ...], const_in: dict[int, Any]) -> validate.Shapes:
+    dims: list[Any] = []
+    for i, t in enumerate(in_types):
+        if i in const_in and hasattr(const_in[i], "shape"):
+            dims.append(tuple(const_in[i].shape))
+        elif (t is not None and t.HasField("tensor_type")
+              and t.tensor_type.HasField("shape")):
+            dims.append(tuple(d.dim_value if d.HasField("dim_value") else None
+                              for d in t.tensor_type.shape.dim))
+        else:
+            dims.append(None)
+    return validate.Shapes(dims)
 
 
 def _plain_arrays(info: NodeInfo, kinds: str) -> bool:
@@ -375,9 +390,13 @@ class Planner:
                 continue
             who = f"node {node.name!r} ({node.op_type})"
             ins = [slot_of(n, who) for n in node.input]
-            # subgraphs see everything defined so far plus our own outer scope
-            visible = frozenset(slots) | outer_scope
-            subgraphs, implicit = self._plan_subgraphs(node, visible, opsets, path, unit.index)
+            # subgraphs see everything defined so far plus our own outer scope (the set is
+            # built only for nodes that hold subgraphs: per node it made planning quadratic)
+            subgraphs: dict[str, Any] = {}
+            implicit: list[str] = []
+            if any(a.type in _GRAPH_ATTRS for a in node.attribute):
+                subgraphs, implicit = self._plan_subgraphs(
+                    node, frozenset(slots) | outer_scope, opsets, path, unit.index)
             implicit_slots = [slot_of(n, who) for n in implicit]
             outs = []
             for o in node.output:
@@ -578,6 +597,11 @@ class Planner:
             constant_inputs=const_in, input_types=in_types, output_types=out_types,
             subgraphs=subgraphs, implicit_inputs=tuple(implicit))
         multi = len(node.output) > 1 or (schema is not None and schema.max_output > 1)
+        # the spec's rules for its attributes and the shapes known now (function bodies get
+        # their attributes only here); what is left waits for the run (validate.guard)
+        shapes_known = True
+        if validate.rules_for(domain, node.op_type):
+            shapes_known = validate.check_node(info, _known_shapes(in_types, const_in))
 
         if placement is not None and placement.kernel is not None:
             provider, kd = placement.provider, placement.kernel
@@ -589,6 +613,8 @@ class Planner:
         if kd is not None and provider is not None:
             info = NodeInfo(**{**info.__dict__, "provider": provider.name})
             fn = self._bind(kd, info, given, schema)
+            if not shapes_known and not kd.is_class:     # class kernels check their own
+                fn = validate.guard(info, fn)
             mode = (MODE_MULTI if multi else MODE_SINGLE) | (MODE_CTX if kd.context else 0)
             return Step(fn, ins, outs, mode, (), info, provider.name)
 
@@ -697,6 +723,7 @@ class Planner:
 
 
 _MISSING = object()
+_GRAPH_ATTRS = (AttributeProto.GRAPH, AttributeProto.GRAPHS)
 
 
 class FusedSubgraph:

@@ -1076,6 +1076,46 @@ def input_dtype(node: Any) -> np.dtype:
     return np.dtype(np.float32)
 
 
+# -- preconditions -----------------------------------------------------------------------------
+#
+# The loops above index flat arrays with unsigned offsets and no bounds checks: every
+# geometry they receive is checked here first, in the Python wrappers, once per call
+# (tests/fuzz/test_boundscheck.py runs them with NUMBA_BOUNDSCHECK=1 over generated
+# arguments). Attributes were validated against the spec at session creation
+# (onnxrt/validate); these checks hold whoever calls the wrappers.
+
+def check_window(spatial: Any, kernel: Any, strides: Any, dil: Any, begin: Any, out: Any,
+                 end: Any = None) -> None:
+    """The preconditions of the windowed loops (_fill, _conv_planes, _dwcl_image,
+    _im2col_band, _taps_conv_items, _dpool_planes, _spool_planes), per spatial axis:
+    kernel, stride and dilation >= 1, begin pads >= 0, output size >= 0 (the loops read
+    the input only at positions they test against its extent, and size their buffers from
+    these values); with ``end`` (pads, ceil_mode's extra included), every window also
+    starts inside the padded input, (out-1)*stride < size + begin + end. Raises ValueError
+    naming the offending value."""
+    nd = len(spatial)
+    given = end is not None
+    end = [0] * nd if end is None else end
+    for name, v in (("kernel", kernel), ("strides", strides), ("dilations", dil),
+                    ("begin pads", begin), ("end pads", end), ("output", out)):
+        if len(v) != nd:
+            raise ValueError(f"compiled window: {name} {list(v)} for {nd} spatial axes")
+    for i in range(nd):
+        k, s, d, b, e, o, n = (int(kernel[i]), int(strides[i]), int(dil[i]), int(begin[i]),
+                               int(end[i]), int(out[i]), int(spatial[i]))
+        if k < 1 or s < 1 or d < 1 or b < 0 or e < 0 or o < 0 or n < 0:
+            raise ValueError(f"compiled window: axis {i} has kernel {k}, stride {s}, "
+                             f"dilation {d}, pads ({b}, {e}), output {o}, input {n}: kernel, "
+                             f"stride and dilation must be >= 1, pads and sizes >= 0")
+        if given and o > 0 and (o - 1) * s >= n + b + e:
+            raise ValueError(f"compiled window: axis {i}: output {o} at stride {s} runs past "
+                             f"the padded input {n + b + e}")
+
+
+def _empty(*sizes: int) -> bool:
+    return any(int(v) == 0 for v in sizes)
+
+
 # -- Conv --------------------------------------------------------------------------------------
 
 class JitConv:
@@ -1122,6 +1162,9 @@ class JitConv:
         if x.ndim == 3:
             x, strides, dil, begin, out_sp = (x[:, :, None], [1] + strides, [1] + dil,
                                               [0] + begin, [1] + out_sp)
+        check_window(x.shape[2:], self.w.shape[2:], strides, dil, begin, out_sp)
+        if _empty(*shape):
+            return np.zeros(shape, x.dtype)
         x = np.ascontiguousarray(x)
         n = x.shape[0]
         m = self.w.shape[0]
@@ -1278,6 +1321,9 @@ class GemmConv:
                                               [0] + begin, [1] + out_sp)
         n = x.shape[0]
         kh, kw = self.kernel
+        if x.ndim != 4:
+            raise ValueError(f"GemmConv: input of rank {x.ndim}, expected 3 or 4")
+        check_window(x.shape[2:], self.kernel, strides, dil, begin, out_sp)
         if x.shape[1] * kh * kw != self.w.shape[1] * self.group:
             raise ValueError(f"input has {x.shape[1]} channels, the weight expects "
                              f"{self.w.shape[1] // (kh * kw) * self.group}")
@@ -1287,6 +1333,11 @@ class GemmConv:
                   and (oh, ow) == x.shape[2:])
         y = np.empty((n, self.m, oh * ow), dtype=self.w.dtype) if out is None else \
             _channels_of(out)
+        if y.shape[0] != n or y.shape[1] < self.m or y.shape[2] != oh * ow:
+            raise ValueError(f"GemmConv: output {y.shape} for {n} images of {self.m} "
+                             f"channels of {oh}x{ow}")
+        if _empty(n, self.m, oh, ow):
+            return y
         items, mode = self._plan(n, (oh, ow), direct, intra.threads())
         dt = self.w.dtype
         b = self.nob if bias is None else np.ascontiguousarray(bias, dtype=dt)
@@ -1483,9 +1534,13 @@ class JitPool:
     def __call__(self, x: np.ndarray, geo: Any, div: np.ndarray | None) -> np.ndarray | None:
         n, c = x.shape[:2]
         k, s, d, b, o = geo.kernel, geo.strides, geo.dil, geo.begin, geo.out
+        e = [a + b for a, b in zip(geo.end, geo.extra)]
         if x.ndim == 3:
-            k, s, d, b, o = [1] + k, [1] + s, [1] + d, [0] + b, [1] + o
-        if n * c * o[0] * o[1] * (k[0] + k[1]) < self.min_work:
+            k, s, d, b, o, e = [1] + k, [1] + s, [1] + d, [0] + b, [1] + o, [0] + e
+        if x.ndim not in (3, 4):
+            raise ValueError(f"compiled pool: input of rank {x.ndim}, expected 3 or 4")
+        check_window(x.shape[2:] if x.ndim == 4 else (1,) + x.shape[2:], k, s, d, b, o, e)
+        if n * c * o[0] * o[1] * (k[0] + k[1]) < self.min_work or _empty(n, c, *o):
             return None
         x3 = np.ascontiguousarray(x).reshape(n * c, 1 if x.ndim == 3 else x.shape[2],
                                              x.shape[-1])

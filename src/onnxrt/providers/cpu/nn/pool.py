@@ -17,6 +17,7 @@ import numpy as np
 
 from onnxrt.providers.cpu import CPU
 from onnxrt.providers.cpu.nn import compute_dtype, jit, resolve_pads, row_mean
+from onnxrt.validate import check_shapes
 
 __all__ = []
 
@@ -157,6 +158,8 @@ def _maxpool_indices(xp: np.ndarray, x_shape: tuple[int, ...], geo: _PoolGeo,
             arg = np.zeros(v.shape, dtype=np.int64)
         else:
             upd = v > best
+            if v.dtype.kind == "f":     # NaN wins, its first position, as np.maximum
+                upd |= np.isnan(v) & ~np.isnan(best)
             np.copyto(best, v, where=upd)
             np.copyto(arg, j, where=upd)
     koff = np.unravel_index(arg, tuple(geo.kernel))
@@ -215,6 +218,13 @@ class _JitPool:
             self.jit = jit.pool_kernel(is_max, jit.input_dtype(node), self.kw.get("kernel_shape"),
                                        self.kw.get("strides"))
         self._geo: dict[tuple[int, ...], tuple[_PoolGeo, np.ndarray | None]] = {}
+        self._checked: set[tuple[int, ...]] = set()
+
+    def check(self, x: np.ndarray) -> None:
+        """The spec's rules on this input shape, once per shape (onnxrt/validate)."""
+        if x.shape not in self._checked:
+            check_shapes(self.node, (x,))
+            self._checked.add(x.shape)     # a benign race: every thread adds the same
 
     def _run_jit(self, x: np.ndarray) -> np.ndarray | None:
         j = self.jit
@@ -237,6 +247,7 @@ class MaxPool(_JitPool):
         super().__init__(node, True, max_pool)
 
     def __call__(self, x: np.ndarray) -> Any:
+        self.check(x)
         y = self._run_jit(x)
         if y is None:
             return self.impl(x, **self.kw)
@@ -250,6 +261,7 @@ class AveragePool(_JitPool):
         super().__init__(node, False, average_pool)
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
+        self.check(x)
         y = self._run_jit(x)
         return self.impl(x, **self.kw) if y is None else y
 
