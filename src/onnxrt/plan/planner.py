@@ -613,7 +613,10 @@ class Planner:
         if kd is not None and provider is not None:
             info = NodeInfo(**{**info.__dict__, "provider": provider.name})
             fn = self._bind(kd, info, given, schema)
-            if not shapes_known and not kd.is_class:     # class kernels check their own
+            # kernels that check their own shapes (the conv and pool families, once per
+            # shape) or that plan/inplace.py must see unwrapped are left as they are
+            if not shapes_known and not hasattr(fn, "output_channels") \
+                    and not hasattr(fn, "check"):
                 fn = validate.guard(info, fn)
             mode = (MODE_MULTI if multi else MODE_SINGLE) | (MODE_CTX if kd.context else 0)
             return Step(fn, ins, outs, mode, (), info, provider.name)

@@ -421,8 +421,11 @@ class Conv:
         strides = list(self.strides or [1] * nd)
         dil = list(self.dilations or [1] * nd)
         if x.shape[1] != pk.Cg * self.group:
-            raise ValueError(f"input X has {x.shape[1]} channels; the weight expects "
-                             f"{pk.Cg} per group x group {self.group}")
+            raise SpecError("input X shape", list(x.shape), f"has {x.shape[1]} channels; the "
+                            f"weight expects {pk.Cg} per group x group {self.group}")
+        if b is not None and tuple(b.shape) != (pk.M,):
+            raise SpecError("input B shape", list(b.shape), f"expected ({pk.M},), one value "
+                            f"per output channel")
         if x.shape[0] == 0 or 0 in geo.out or pk.M == 0:     # nothing to compute
             return np.zeros((x.shape[0], pk.M) + tuple(geo.out), dt)
         act = self.act

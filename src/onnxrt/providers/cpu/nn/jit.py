@@ -126,7 +126,10 @@ def _conv_planes(x, w, b, out, mg, sh, sw, dh, dw, ph, pw, lo, hi):
     go three to a pass where a kernel row has three. Flat unsigned indices, tap offsets
     computed once per call: views and integer divisions per row made the earlier loops
     3x slower (shufflenet's 8x136x28x28 3x3: 1.88 -> 0.72 ms on one thread). Taps are
-    summed in the NumPy path's order, bias last: bit-identical results."""
+    summed in the NumPy path's order, bias last: bit-identical results.
+
+    Preconditions: check_window's (JitConv.__call__), out (N, M, OH, OW) with M = C * mg, w (M, 1, KH,
+    KW), b (M,), 0 <= lo <= hi <= N * M, OH and OW >= 1."""
     c_n, hh, ww = x.shape[1], x.shape[2], x.shape[3]
     m_all = out.shape[1]
     oh_n, ow_n = out.shape[2], out.shape[3]
@@ -281,7 +284,10 @@ def _dwcl_image(x, wt, b, out, n, mult, sh, sw, dh, dw, ph, pw):
     """Image n of a depthwise conv channels-last, for small planes with many channels
     (per-plane loops would be a few pixels long): x (N, C, H, W), wt (KH, KW, M), out
     (N, M, OH, OW); every tap is one loop over the M channels. Same products in the same
-    order as the NumPy path (its padded taps add zeros, skipped here)."""
+    order as the NumPy path (its padded taps add zeros, skipped here).
+
+    Preconditions: check_window's (JitConv.__call__), wt (KH, KW, M), out (N, M, OH, OW),
+    b (M,), 0 <= n < N."""
     hh, ww = x.shape[2], x.shape[3]
     m_n, oh_n, ow_n = out.shape[1], out.shape[2], out.shape[3]
     kh_n, kw_n = wt.shape[0], wt.shape[1]
@@ -338,7 +344,10 @@ def _dpool_planes(x, out, div, is_max, kh_n, kw_n, sh, sw, dh, dw, ph, pw, lo, h
     than taps gathered at the stride). 3x3 windows take fused loops (several times faster
     than a pass per tap). The buffers are made once per call, not per plane, and every
     access is a flat unsigned index: views per row cost more than the small rows (7-56
-    wide) they hold (192x56x56 3x3/2: 217 -> 100 us on one thread)."""
+    wide) they hold (192x56x56 3x3/2: 217 -> 100 us on one thread).
+
+    Preconditions: check_window's (JitPool.__call__, with the end pads), x (P, H, W), out
+    (P, OH, OW) with OH, OW >= 1, div (OH, OW) or (1, 1) for max, 0 <= lo <= hi <= P."""
     hh, ww = x.shape[1], x.shape[2]
     oh_n, ow_n = out.shape[1], out.shape[2]
     span = (ow_n - 1) * sw + 1                   # stride-1 results the picks read
@@ -435,7 +444,9 @@ def _spool_planes(x, out, div, is_max, kh_n, kw_n, dh, dw, ph, pw, lo, hi):
     inception's 3x3/1 averages over 28x28 and 14x14 planes, and blocks 2.5x faster than one
     pass over all the planes of a batch (4,608 planes of 14x14: 3.3 -> 1.3 ms). The 3x3
     window with one pixel of padding keeping the size (inception's pool branches) takes
-    _pool3_plane on planes at least _POOL3_MIN_W wide."""
+    _pool3_plane on planes at least _POOL3_MIN_W wide.
+
+    Preconditions: as _dpool_planes', at stride 1."""
     oh_n, ow_n = out.shape[1], out.shape[2]
     if (kh_n == 3 and kw_n == 3 and dh == 1 and dw == 1 and ph == 1 and pw == 1
             and oh_n == x.shape[1] and ow_n == x.shape[2] and ow_n >= _POOL3_MIN_W):
@@ -596,7 +607,10 @@ def _im2col_band(xf, cols, base, c_n, hh, ww, r0, r1, kh_n, kw_n, sh, sw, dh, dw
     the image starting at ``base`` of the flat input xf (C, H, W); taps that fall in the
     padding read 0. Flat indices, no slices: the rows are short (7-56) and a slice per row
     costs more than its copy (measured: 0.30 ms for 64 channels at 56x56, 3x3, against 0.38
-    for NumPy's nine strided copies)."""
+    for NumPy's nine strided copies).
+
+    Preconditions: check_window's (GemmConv.__call__), cols holding C*KH*KW rows of
+    (r1-r0)*OW, 0 <= r0 <= r1 <= OH, base + C*H*W <= xf.size."""
     nc = (r1 - r0) * ow_n
     zero = xf.dtype.type(0)
     # stride 1 along both axes and output rows as wide as input rows, narrower than
@@ -669,7 +683,11 @@ def _gemm_conv_items(gemm, x, w, y, b, has_b, z, has_z, kind, alpha, beta, one, 
     band's im2col over the group's input channels (skipped for a 1x1 stride-1 conv without
     padding, whose input is its own column matrix), one BLAS product of the weight rows
     w (M, Cg*KH*KW) into y through ``gemm`` (cblas_sgemm/dgemm of providers/cpu/blas.py, called
-    without the GIL), then the epilogue on the block while it is in cache."""
+    without the GIL), then the epilogue on the block while it is in cache.
+
+    Preconditions: check_window's (GemmConv.__call__), x (N, C, H, W) with C = group * Cg,
+    w (M, Cg*KH*KW), y (N, >= M, OH*OW), items from GemmConv._plan (rows inside 0..OH,
+    channels inside one group), 0 <= lo <= hi <= len(items)."""
     m_all = y.shape[1]      # y's channels: this conv's, or a joined output's (_channels_of)
     kk = w.shape[1]
     cg = kk // (kh_n * kw_n)
@@ -712,7 +730,10 @@ def _taps_conv_items(gemm, x, wt, y, b, has_b, z, has_z, kind, alpha, beta, one,
     (M, rows * wp) block whose rows carry
     (KW-1)*dw columns of junk, dropped when the block is copied out with the epilogue.
     Saves im2col's copy: measured 1.3x on 128->32 3x3 convs, 1.15x on 64->64 (GemmConv
-    takes it from _TAPS_MIN_C input channels and up to _TAPS_MAX_M output channels)."""
+    takes it from _TAPS_MIN_C input channels and up to _TAPS_MAX_M output channels).
+
+    Preconditions: _gemm_conv_items', stride 1, and the padded row holding the whole input
+    row, W + pw <= OW + (KW-1)*dw (GemmConv.__call__ takes this form only then)."""
     c_n, hh, ww = x.shape[1], x.shape[2], x.shape[3]
     m_n = wt.shape[1]
     wp = ow_n + (kw_n - 1) * dw
@@ -1170,6 +1191,9 @@ class JitConv:
         m = self.w.shape[0]
         out = np.empty((n, m, out_sp[0], out_sp[1]), dtype=x.dtype)
         b = self.zero if bias is None else np.ascontiguousarray(bias, dtype=x.dtype)
+        if b.shape != (m,):     # the loops read b[m] for every output channel
+            raise ValueError(f"input B of shape {list(b.shape)}: expected ({m},), one value "
+                             f"per output channel")
         work = out.size * self.w[0].size
         geo = (strides[0], strides[1], dil[0], dil[1], begin[0], begin[1])
         spread = work >= _PAR_MIN_WORK
@@ -1341,6 +1365,9 @@ class GemmConv:
         items, mode = self._plan(n, (oh, ow), direct, intra.threads())
         dt = self.w.dtype
         b = self.nob if bias is None else np.ascontiguousarray(bias, dtype=dt)
+        if b.shape != (self.m,):     # _epi_image reads b[m] for every output channel
+            raise ValueError(f"input B of shape {list(b.shape)}: expected ({self.m},), one "
+                             f"value per output channel")
         zz = self.noz if z is None else np.ascontiguousarray(z, dtype=dt).reshape(y.shape)
         key, wk, native = "gemm_conv", self.w, _NK_GEMM
         geo: tuple = (kh, kw, strides[0], strides[1], dil[0], dil[1], begin[0], begin[1], ow,
