@@ -47,15 +47,18 @@ def _data(draw: Any, shape: tuple[int, ...], dt: Any, seed: int, nan: bool = Fal
 
 def _model(op: str, inputs: list[tuple[str, Any, Any]], attrs: dict[str, Any],
            inits: dict[str, np.ndarray], out_dt: Any, n_out: int = 1, domain: str = "",
-           opset: int = 19) -> bytes:
-    """inputs: (name, dtype, declared shape or None)."""
+           opset: int = 19, post: str | None = None) -> bytes:
+    """inputs: (name, dtype, declared shape or None); ``post``: an activation applied to
+    the first output (the fusions of the higher optimization levels then apply)."""
     vis = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(np.dtype(d)), s)
            for n, d, s in inputs if n not in inits]
     outs = [f"y{i}" for i in range(n_out)]
-    node = helper.make_node(op, [n for n, _, _ in inputs], outs, name=NODE, domain=domain,
+    first = ["t0"] + outs[1:] if post else outs
+    node = helper.make_node(op, [n for n, _, _ in inputs], first, name=NODE, domain=domain,
                             **{k: v for k, v in attrs.items() if v is not None})
+    nodes = [node] + ([helper.make_node(post, ["t0"], ["y0"], name="post")] if post else [])
     g = helper.make_graph(
-        [node], "fuzz", vis,
+        nodes, "fuzz", vis,
         [helper.make_tensor_value_info(o, helper.np_dtype_to_tensor_dtype(np.dtype(out_dt)),
                                        None) for o in outs],
         [numpy_helper.from_array(v, k) for k, v in inits.items()])
@@ -135,8 +138,10 @@ def conv(draw: Any, depthwise: bool = False, transpose: bool = False) -> Case:
         inits["b"] = b
     op = "ConvTranspose" if transpose else "Conv"
     label = "depthwise Conv" if depthwise else op
+    post = draw(st.sampled_from([None, None, "Relu", "Sigmoid"]))   # FusedConv at level 2+
     rtol, atol = _TOL[dt]
-    return Case(_model(op, inputs, a, inits, dt), feeds, label, rtol * 10, atol * 10)
+    return Case(_model(op, inputs, a, inits, dt, post=post), feeds, label, rtol * 10,
+                atol * 10)
 
 
 @st.composite

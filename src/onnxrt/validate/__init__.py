@@ -32,7 +32,6 @@ from onnxrt.errors import Fail
 __all__ = ["SpecError", "Shapes", "rule", "rules_for", "check_node", "check_model", "guard",
            "error_for", "check_shapes"]
 
-Shape = "tuple[int | None, ...] | None"
 _RULES: dict[tuple[str, str], list[Callable[..., None]]] = {}
 _FAMILIES = ("window", "norm", "axes", "misc")
 _LOADED: list[bool] = []
@@ -105,12 +104,15 @@ def rule(*ops: str, domain: str = "", inputs: Sequence[int] = ()) -> Callable:
     return deco
 
 
-def rules_for(domain: str, op_type: str) -> list[Callable[..., None]]:
+def rules_for(domain: str, op_type: str) -> Sequence[Callable[..., None]]:
+    """The rules of ``domain::op_type`` (an empty tuple for most ops: one dict lookup per
+    node when a session is created)."""
     if not _LOADED:
         for fam in _FAMILIES:
             importlib.import_module(f"onnxrt.validate.{fam}")
         _LOADED.append(True)
-    return _RULES.get(("" if domain == "ai.onnx" else domain, op_type), [])
+    return _RULES.get((domain, op_type), ()) if domain != "ai.onnx" else \
+        _RULES.get(("", op_type), ())
 
 
 def error_for(node: Any, e: SpecError) -> Fail:

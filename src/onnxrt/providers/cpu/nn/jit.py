@@ -569,7 +569,10 @@ def _epi_image(y, i, c0, c1, m0, m1, b, z, has_z, kind, alpha, beta):
     """Conv's epilogue on columns c0:c1, channels m0:m1 of image i of y (N, M, L), in place
     and in one pass:
     + b[m], + z (same shape as y) when has_z, then the activation ``kind`` (0 none, 1 Relu,
-    2 LeakyRelu(alpha), 3 Clip(alpha, beta)); NaN passes through like NumPy's."""
+    2 LeakyRelu(alpha), 3 Clip(alpha, beta)); NaN passes through like NumPy's.
+
+    Preconditions (GemmConv.__call__, Conv's _Epilogue): 0 <= i < N, 0 <= c0 <= c1 <= L,
+    0 <= m0 <= m1 <= M, b (M,), z like y when has_z."""
     n = c1 - c0
     for m in range(m0, m1):
         r = y[i, m, c0:c1]
@@ -790,7 +793,10 @@ def _taps_conv_items(gemm, x, wt, y, b, has_b, z, has_z, kind, alpha, beta, one,
 def _mm_items(gemm, a, b, c, tb, one, zero, items, lo, hi):
     """Blocks lo..hi-1 (m0, m1, n0, n1) of c = a @ b, one BLAS product each; a and c
     row-major, b row-major (K, N) or, when ``tb``, given as its transpose (N, K) row-major
-    (a transposed weight: no copy)."""
+    (a transposed weight: no copy).
+
+    Preconditions (split_matmul; BLAS reads through raw pointers): a (M, K) and c (M, N)
+    C-contiguous, b (K, N) or (N, K) C-contiguous, blocks inside (M, N)."""
     k_n = a.shape[1]
     n_n = c.shape[1]
     af = a.reshape(-1)
