@@ -12,7 +12,6 @@ import argparse
 import time
 
 import numpy as np
-import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import onnx
 from hypothesis import strategies as st
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
 MS = "com.microsoft"
 NODE = "fuzz_node"

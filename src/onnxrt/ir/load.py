@@ -98,8 +98,10 @@ def _check_versions(proto: onnx.ModelProto) -> None:
 
 _DTYPES = frozenset(v for v in onnx.TensorProto.DataType.values()
                     if v != onnx.TensorProto.UNDEFINED)
-_PACKED = frozenset(getattr(onnx.TensorProto, n) for n in
-                    ("INT4", "UINT4", "FLOAT4E2M1", "INT2", "UINT2") if hasattr(onnx.TensorProto, n))
+# element types packed below a byte: bits per element
+_PACKED = {getattr(onnx.TensorProto, n): b
+           for n, b in (("INT4", 4), ("UINT4", 4), ("FLOAT4E2M1", 4), ("INT2", 2), ("UINT2", 2))
+           if hasattr(onnx.TensorProto, n)}
 
 
 def _check_tensor(t: onnx.TensorProto) -> None:
@@ -132,7 +134,7 @@ def _check_tensor(t: onnx.TensorProto) -> None:
     for d in dims:
         n *= d
     if t.HasField("raw_data"):
-        bits = 4 if t.data_type in _PACKED else 8 * np_dt.itemsize
+        bits = _PACKED.get(t.data_type, 8 * np_dt.itemsize)
         want = -(-n * bits // 8)
         if len(t.raw_data) != want:
             raise InvalidGraph(f"{where}: field raw_data holds {len(t.raw_data)} bytes, dims "
@@ -142,7 +144,8 @@ def _check_tensor(t: onnx.TensorProto) -> None:
     field = onnx.helper.tensor_dtype_to_field(t.data_type)
     got = len(getattr(t, field))
     per = 2 if t.data_type in (onnx.TensorProto.COMPLEX64, onnx.TensorProto.COMPLEX128) else 1
-    want = -(-n // 2) if t.data_type in _PACKED else n * per
+    # packed types keep one packed byte per int32_data value
+    want = -(-n * _PACKED[t.data_type] // 8) if t.data_type in _PACKED else n * per
     if got != want:
         raise InvalidGraph(f"{where}: field {field} holds {got} values, dims {dims} of "
                            f"{onnx.TensorProto.DataType.Name(t.data_type)} need {want}")

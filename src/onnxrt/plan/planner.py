@@ -183,7 +183,8 @@ def _type_map(graph: onnx.GraphProto) -> dict[str, onnx.TypeProto]:
     return types
 
 
-def _known_shapes(in_types: tuple[Any, ...], const_in: dict[int, Any]) -> validate.Shapes:
+def _known_shapes(in_types: tuple[Any, ...], const_in: dict[int, Any], names: Any
+                  ) -> validate.Shapes:
     dims: list[Any] = []
     for i, t in enumerate(in_types):
         if i in const_in and hasattr(const_in[i], "shape"):
@@ -194,7 +195,7 @@ def _known_shapes(in_types: tuple[Any, ...], const_in: dict[int, Any]) -> valida
                               for d in t.tensor_type.shape.dim))
         else:
             dims.append(None)
-    return validate.Shapes(dims)
+    return validate.Shapes(dims, [i for i, n in enumerate(names) if not n])
 
 
 def _plain_arrays(info: NodeInfo, kinds: str) -> bool:
@@ -601,7 +602,8 @@ class Planner:
         # their attributes only here); what is left waits for the run (validate.guard)
         shapes_known = True
         if validate.rules_for(domain, node.op_type):
-            shapes_known = validate.check_node(info, _known_shapes(in_types, const_in))
+            shapes_known = validate.check_node(info, _known_shapes(in_types, const_in,
+                                                                   node.input))
 
         if placement is not None and placement.kernel is not None:
             provider, kd = placement.provider, placement.kernel

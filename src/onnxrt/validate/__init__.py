@@ -62,10 +62,11 @@ class Shapes:
     dim is symbolic or unknown), or None where not even the rank is known or the input is
     absent."""
 
-    __slots__ = ("dims",)
+    __slots__ = ("dims", "absent")
 
-    def __init__(self, dims: Sequence[Any]) -> None:
+    def __init__(self, dims: Sequence[Any], absent: Iterable[int] = ()) -> None:
         self.dims = list(dims)
+        self.absent = frozenset(absent)     # optional inputs the node leaves out
 
     def __getitem__(self, i: int) -> tuple[int | None, ...] | None:
         return self.dims[i] if i < len(self.dims) else None
@@ -82,7 +83,8 @@ class Shapes:
         return d  # type: ignore[return-value]
 
     def complete(self, needed: Iterable[int]) -> bool:
-        return all(self.static(i) is not None for i in needed if i < len(self.dims))
+        return all(self.static(i) is not None for i in needed
+                   if i < len(self.dims) and i not in self.absent)
 
     @staticmethod
     def of_arrays(args: Sequence[Any]) -> "Shapes":

@@ -128,8 +128,8 @@ def _conv_planes(x, w, b, out, mg, sh, sw, dh, dw, ph, pw, lo, hi):
     3x slower (shufflenet's 8x136x28x28 3x3: 1.88 -> 0.72 ms on one thread). Taps are
     summed in the NumPy path's order, bias last: bit-identical results.
 
-    Preconditions: check_window's (JitConv.__call__), out (N, M, OH, OW) with M = C * mg, w (M, 1, KH,
-    KW), b (M,), 0 <= lo <= hi <= N * M, OH and OW >= 1."""
+    Preconditions: check_window's (JitConv.__call__), out (N, M, OH, OW) with M = C * mg,
+    w (M, 1, KH, KW), b (M,), 0 <= lo <= hi <= N * M, OH and OW >= 1."""
     c_n, hh, ww = x.shape[1], x.shape[2], x.shape[3]
     m_all = out.shape[1]
     oh_n, ow_n = out.shape[2], out.shape[3]
