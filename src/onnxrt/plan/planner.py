@@ -354,7 +354,7 @@ class Planner:
         def on_device(slot: int, dev: Device, consumer: str) -> int:
             """The slot holding ``slot``'s value on ``dev``, adding a copy if needed."""
             src = slot_device.get(slot, CPU_DEVICE)
-            if slot in (NONE_SLOT, SINK_SLOT) or src == dev:
+            if src is dev or slot in (NONE_SLOT, SINK_SLOT) or src == dev:
                 return slot
             key = (slot, dev)
             if key in copies:
@@ -592,19 +592,6 @@ class Planner:
             else:
                 attrs[a.name] = attribute_value(a)
             given.add(a.name)
-        info = NodeInfo(
-            name=node.name, op_type=node.op_type, domain=domain, since_version=since,
-            opset=opset, inputs=tuple(node.input), outputs=tuple(node.output), attrs=attrs,
-            constant_inputs=const_in, input_types=in_types, output_types=out_types,
-            subgraphs=subgraphs, implicit_inputs=tuple(implicit))
-        multi = len(node.output) > 1 or (schema is not None and schema.max_output > 1)
-        # the spec's rules for its attributes and the shapes known now (function bodies get
-        # their attributes only here); what is left waits for the run (validate.guard)
-        shapes_known = True
-        if validate.rules_for(domain, node.op_type):
-            shapes_known = validate.check_node(info, _known_shapes(in_types, const_in,
-                                                                   node.input))
-
         if placement is not None and placement.kernel is not None:
             provider, kd = placement.provider, placement.kernel
         elif self.partition is not None and placement is not None:
@@ -612,8 +599,21 @@ class Planner:
         else:
             asg = self.assigner.assign(node, domain, since)
             provider, kd = (asg.provider, asg.kernel) if asg is not None else (None, None)
+        info = NodeInfo(
+            name=node.name, op_type=node.op_type, domain=domain, since_version=since,
+            opset=opset, inputs=tuple(node.input), outputs=tuple(node.output), attrs=attrs,
+            constant_inputs=const_in, input_types=in_types, output_types=out_types,
+            subgraphs=subgraphs, implicit_inputs=tuple(implicit),
+            provider=provider.name if kd is not None and provider is not None
+            else "CPUExecutionProvider")
+        multi = len(node.output) > 1 or (schema is not None and schema.max_output > 1)
+        # the spec's rules for its attributes and the shapes known now (function bodies get
+        # their attributes only here); what is left waits for the run (validate.guard)
+        shapes_known = True
+        if validate.rules_for(domain, node.op_type):
+            shapes_known = validate.check_node(info, _known_shapes(in_types, const_in,
+                                                                   node.input))
         if kd is not None and provider is not None:
-            info = NodeInfo(**{**info.__dict__, "provider": provider.name})
             fn = self._bind(kd, info, given, schema)
             # kernels that check their own shapes (the conv and pool families, once per
             # shape) or that plan/inplace.py must see unwrapped are left as they are
