@@ -61,6 +61,14 @@ CRASHERS = {
         lambda: _model("Conv", [1, 4, 3, 40], np.float64, {"w": _w(8, 1, 3, 7)}, group=4,
                        dilations=[-2, 3], auto_pad="VALID"),
         (1, 4, 3, 40), np.float64, "dilations"),
+    # answered differently at different optimization levels / thread counts before
+    "maxpool_dilations_-1": (
+        lambda: _model("MaxPool", [1, 2, 9, 9], kernel_shape=[3, 3], dilations=[-1, -1]),
+        (1, 2, 9, 9), np.float32, "dilations"),
+    "depthwise_negative_pads": (
+        lambda: _model("Conv", [1, 4, 9, 9], np.float32, {"w": _w(4, 1, 3, 3, dt=np.float32)},
+                       group=4, pads=[-1, -1, 0, 0]),
+        (1, 4, 9, 9), np.float32, "pads"),
 }
 
 
