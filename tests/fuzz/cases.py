@@ -303,9 +303,10 @@ FAMILIES = {
 
 def numpy_pool(x: np.ndarray, out_shape: tuple[int, ...], attrs: dict[str, Any],
                kind: str = "max") -> np.ndarray:
-    """MaxPool (NaN propagating like np.maximum) or LpPool by their definition over the
-    input's taps inside the window (the oracle where onnxruntime and onnx.reference
-    disagree with the spec or each other, see the README); computed in float64."""
+    """MaxPool (NaN propagating like np.maximum), LpPool or AveragePool (``kind`` max, lp,
+    avg) by their definition over the input's taps inside the window (the oracle where
+    onnxruntime and onnx.reference disagree with the spec or each other, see the README);
+    computed in float64. With count_include_pad the pads count, not ceil_mode's overhang."""
     nd = x.ndim - 2
     k = attrs["kernel_shape"]
     s = attrs.get("strides") or [1] * nd
@@ -313,15 +314,18 @@ def numpy_pool(x: np.ndarray, out_shape: tuple[int, ...], attrs: dict[str, Any],
     ap = attrs.get("auto_pad", b"NOTSET")
     ap = ap.decode() if isinstance(ap, bytes) else ap
     if ap in ("SAME_UPPER", "SAME_LOWER"):
-        begin = []
+        begin, end = [], []
         for i in range(nd):
             total = max(0, (out_shape[2 + i] - 1) * s[i] + (k[i] - 1) * d[i] + 1
                         - x.shape[2 + i])
             begin.append(total // 2 if ap == "SAME_UPPER" else total - total // 2)
+            end.append(total - begin[-1])
     elif ap == "VALID":
-        begin = [0] * nd
+        begin, end = [0] * nd, [0] * nd
     else:
-        begin = list((attrs.get("pads") or [0] * 2 * nd)[:nd])
+        pads = list(attrs.get("pads") or [0] * 2 * nd)
+        begin, end = pads[:nd], pads[nd:]
+    include = bool(attrs.get("count_include_pad", 0))
     p = float(attrs.get("p", 2))
     y = np.full(out_shape, -np.inf if kind == "max" else 0.0, dtype=np.float64)
     xf = x.astype(np.float64)
@@ -332,8 +336,19 @@ def numpy_pool(x: np.ndarray, out_shape: tuple[int, ...], attrs: dict[str, Any],
         if all(taps):
             win = xf[(slice(None), slice(None)) + np.ix_(*taps)]
             win = win.reshape(win.shape[0], win.shape[1], -1)
-            y[(slice(None), slice(None)) + pos] = (
-                win.max(axis=2) if kind == "max" else (np.abs(win) ** p).sum(axis=2) ** (1 / p))
+            if kind == "max":
+                v = win.max(axis=2)
+            elif kind == "lp":
+                v = (np.abs(win) ** p).sum(axis=2) ** (1 / p)
+            else:
+                count = win.shape[2]
+                if include:
+                    count = 1
+                    for i, q in enumerate(pos):
+                        count *= sum(1 for j in range(k[i]) if -begin[i] <= q * s[i] - begin[i]
+                                     + j * d[i] < x.shape[2 + i] + end[i])
+                v = win.sum(axis=2) / count
+            y[(slice(None), slice(None)) + pos] = v
     return y.astype(x.dtype)
 
 

@@ -262,12 +262,12 @@ def _by_definition(label: str, model: bytes, feeds: dict[str, np.ndarray],
                    ort: dict[str, Any] | None) -> bool:
     """Where the oracles are known to be wrong, the pool's definition (fuzz.cases.numpy_pool)
     decides: MaxPool over NaN (onnxruntime's kernels ignore or propagate NaN by path,
-    onnx.reference ignores them) and LpPool (onnxruntime's output shape with SAME padding
-    and ceil_mode is not the spec's ceil(input / stride), it sums float16 in float16;
-    onnx.reference refuses ceil_mode with auto_pad). The shape must be onnxruntime's, or
-    with SAME padding the spec's."""
-    nan = any(np.isnan(v).any() for v in feeds.values())
-    if not ((label == "MaxPool" and nan) or label == "LpPool"):
+    onnx.reference ignores them), MaxPool and LpPool with SAME padding (onnxruntime's
+    output shape with dilations or ceil_mode is not the spec's ceil(input / stride); a
+    window of padding only is -inf, the max of nothing, where onnx.reference gives NaN),
+    LpPool's float16 sums. The shape must be onnxruntime's, or with SAME padding the
+    spec's."""
+    if label not in ("MaxPool", "LpPool", "AveragePool"):
         return False
     import onnx
 
@@ -275,23 +275,28 @@ def _by_definition(label: str, model: bytes, feeds: dict[str, np.ndarray],
 
     node_proto = onnx.load_from_string(model).graph.node[0]
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node_proto.attribute}
-    y = decode(ours["outputs"][0])
-    x = feeds["x"]
     ap = attrs.get("auto_pad", b"NOTSET")
     ap = ap.decode() if isinstance(ap, bytes) else ap
+    nan = any(np.isnan(v).any() for v in feeds.values())
+    if label != "LpPool" and not (label == "MaxPool" and nan) and not ap.startswith("SAME"):
+        return False
+    y = decode(ours["outputs"][0])
+    x = feeds["x"]
     strides = attrs.get("strides") or [1] * (x.ndim - 2)
     if ap.startswith("SAME"):
         shape_ok = list(y.shape[2:]) == [-(-n // s) for n, s in zip(x.shape[2:], strides)]
     else:
         shape_ok = ort is not None and ort["status"] == "ok" and \
             decode(ort["outputs"][0]).shape == y.shape
-    if not shape_ok or not _close(y, numpy_pool(x, y.shape, attrs,
-                                                "max" if label == "MaxPool" else "lp"),
-                                  rtol, atol):
+    kind = {"MaxPool": "max", "LpPool": "lp", "AveragePool": "avg"}[label]
+    if not shape_ok or not _close(y, numpy_pool(x, y.shape, attrs, kind), rtol, atol):
         return False
     what = ("MaxPool over NaN: onnxruntime ignores or propagates NaN by kernel path"
-            if label == "MaxPool" else
-            "LpPool: onnxruntime's answer differs (SAME padding with ceil_mode, float16 sums)")
+            if label == "MaxPool" and nan else
+            f"{label} with SAME padding and dilations: onnxruntime's output shape is not the "
+            "spec's ceil(input / stride)" if label != "LpPool" else
+            "LpPool: onnxruntime's answer differs (SAME padding with ceil_mode or "
+            "dilations, float16 sums)")
     STATS[f"{label}: checked against the definition"] += 1
     DIFFS[f"{what}; checked against the definition"] += 1
     return True

@@ -17,7 +17,7 @@ import numpy as np
 
 from onnxrt.providers.cpu import CPU
 from onnxrt.providers.cpu.nn import compute_dtype, jit, resolve_pads, row_mean
-from onnxrt.validate import check_shapes
+from onnxrt.validate import SpecError, check_shapes
 
 __all__ = []
 
@@ -36,6 +36,21 @@ class _PoolGeo:
         self.dil = [int(d) for d in (dilations or [1] * nd)]
         self.begin, self.end, self.extra, self.out = resolve_pads(
             spatial, self.kernel, self.strides, self.dil, pads, auto_pad, ceil_mode)
+        for i in range(nd):
+            # every window must hold one input position: a window of padding only has no
+            # max and no average (explicit pads are smaller than the kernel, onnxrt/validate;
+            # SAME padding with dilations can still leave one)
+            pos = (np.arange(self.out[i])[:, None] * self.strides[i] - self.begin[i]
+                   + np.arange(self.kernel[i])[None, :] * self.dil[i])
+            inside = ((pos >= 0) & (pos < int(spatial[i]))).any(axis=1)
+            if not inside.all():
+                at = int(np.argmin(inside))
+                raise SpecError("attribute auto_pad" if auto_pad not in ("NOTSET", "")
+                                else "attribute pads", auto_pad if auto_pad not in
+                                ("NOTSET", "") else list(pads or []),
+                                f"the window of output {at} along spatial axis {i} holds "
+                                f"padding only (kernel_shape {self.kernel}, dilations "
+                                f"{self.dil}, input {list(spatial)})")
 
 
 def _pad(x: np.ndarray, geo: _PoolGeo, value: Any) -> np.ndarray:
