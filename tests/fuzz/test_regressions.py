@@ -247,3 +247,43 @@ def test_absurd_allocation_at_run_time_fails_before_allocating() -> None:
     assert r["status"] == "error", r
     assert r["cls"] == "Fail" and NODE in r["msg"], r
     assert "ConstantOfShape: a tensor of shape [1024, 1024]" in r["msg"], r
+
+
+# -- found by the fuzzing suite's first long runs ----------------------------------------
+
+def test_empty_products_and_convs_give_empty_outputs() -> None:
+    """NumPy reshape errors came out of MatMul over an empty stack and a depthwise Conv
+    (weight given at run time, the NumPy path) over an empty batch."""
+    a = helper.make_tensor_value_info("x", 1, None)
+    b = helper.make_tensor_value_info("b", 1, None)
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "b"], ["y"], name=NODE)], "g",
+                          [a, b], [helper.make_tensor_value_info("y", 1, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)]).SerializeToString()
+    y = _session(m).run(None, {"x": np.zeros((1, 0, 0), np.float32),
+                               "b": np.zeros((0, 0), np.float32)})[0]
+    assert y.shape == (1, 0, 0)
+    g = helper.make_graph([helper.make_node("Conv", ["x", "b"], ["y"], name=NODE, group=2,
+                                            pads=[0, 0])], "g", [a, b],
+                          [helper.make_tensor_value_info("y", 1, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)]).SerializeToString()
+    y = _session(m).run(None, {"x": np.zeros((0, 2, 1), np.float32),
+                               "b": np.ones((2, 1, 1), np.float32)})[0]
+    assert y.shape == (0, 2, 1)
+
+
+def test_conv_transpose_output_below_one_is_refused() -> None:
+    m = _model("ConvTranspose", [1, 2, 1], inits={"w": _w(2, 1, 1, dt=np.float32)},
+               declared=False, pads=[0, 2])
+    with pytest.raises(ort.Fail, match=r"n0.*attribute pads = \[0, 2\] is invalid"):
+        _session(m).run(None, {"x": np.ones((1, 2, 1), np.float32)})
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+def test_pool_window_of_padding_only_is_refused(op: str) -> None:
+    """SAME padding with dilations left a window of padding only: MaxPool gave -inf,
+    AveragePool NaN."""
+    m = _model(op, [1, 1, 1], declared=False, auto_pad="SAME_UPPER", dilations=[2],
+               kernel_shape=[2])
+    with pytest.raises(ort.Fail, match=r"n0.*attribute auto_pad = 'SAME_UPPER' is invalid.*"
+                                       r"padding only"):
+        _session(m).run(None, {"x": np.ones((1, 1, 1), np.float32)})
