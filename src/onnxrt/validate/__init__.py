@@ -156,7 +156,10 @@ def guard(node: Any, fn: Callable[..., Any]) -> Callable[..., Any]:
     seen: set[tuple[Any, ...]] = set()
 
     def checked(*args: Any, **kw: Any) -> Any:
-        key = tuple(getattr(a, "shape", None) for a in args)
+        try:    # ~0.3 us a call; absent optional inputs (None) take the slower form
+            key = tuple([a.shape for a in args])
+        except AttributeError:
+            key = tuple(getattr(a, "shape", None) for a in args)
         if key not in seen:
             shapes = Shapes.of_arrays(args)
             for r in rules:
