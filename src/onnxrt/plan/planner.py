@@ -209,12 +209,20 @@ def _plain_arrays(info: NodeInfo, kinds: str) -> bool:
         tt = t.tensor_type
         if not tt.elem_type or not tt.HasField("shape") or len(tt.shape.dim) == 0:
             return False
-        try:
-            if np.dtype(np_dtype(tt.elem_type)).kind not in kinds:
-                return False
-        except Exception:       # no NumPy dtype for it
+        k = _kind(tt.elem_type)
+        if not k or k not in kinds:
             return False
     return True
+
+
+@functools.lru_cache(maxsize=None)
+def _kind(elem_type: int) -> str:
+    """The NumPy kind of an element type, "" without a NumPy dtype (one lookup per type,
+    not one per node input)."""
+    try:
+        return np.dtype(np_dtype(elem_type)).kind
+    except Exception:
+        return ""
 
 
 class Planner:
