@@ -26,6 +26,7 @@ from onnxrt.partition.partitioner import KernelAssigner, partition_model
 from onnxrt.partition.report import AssignedSubgraph, assignment_info, placement_report
 from onnxrt.plan.planner import Planner
 from onnxrt.framework.device import CPU_DEVICE, Device
+from onnxrt.validate import check_model
 from onnxrt.values import IOBinding, ModelMetadata, NodeArg, OrtValue
 from onnxrt.model_options import (check_user_initializers, config_from_model,
                                   override_free_dims, save_optimized_model, user_initializers)
@@ -59,6 +60,8 @@ class InferenceSession:
         so = self._sess_options
         self._loaded = override_free_dims(self._loaded, so._free_dims_by_name,
                                           so._free_dims_by_denotation)
+        # attributes and declared shapes against the spec, before any pass or kernel
+        check_model(self._loaded)
         t_loaded = time.perf_counter_ns()
         self._profiling_start_ns = 0
         if self._sess_options.enable_profiling:
@@ -453,10 +456,12 @@ class InferenceSession:
 def _direct_inputs(plan: Any) -> dict[str, Device]:
     """Inputs whose every reader is a copy to one device: a value already on that device
     can be fed as it is (the copy passes device values through)."""
+    inputs = set(plan.input_slots)
     readers: dict[int, list[Any]] = {}
     for st in plan.steps:
         for s in st.ins:
-            readers.setdefault(s, []).append(st)
+            if s in inputs:
+                readers.setdefault(s, []).append(st)
     out = {}
     for name, slot in zip(plan.input_names, plan.input_slots):
         steps = readers.get(slot, [])

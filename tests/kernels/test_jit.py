@@ -288,10 +288,16 @@ def test_pool_float64_nan_and_fallbacks(calls):
     mb = helper.make_model(g, ir_version=9, opset_imports=[helper.make_opsetid("", 12)])
     mb = mb.SerializeToString()
     jit.set_enabled(True)
-    y, i = onnxrt.InferenceSession(mb).run(None, {"x": x32})
-    ye, ie = ort.InferenceSession(mb, providers=["CPUExecutionProvider"]).run(None, {"x": x32})
+    # without the NaN: onnxruntime's Indices path skips NaN while its plain 2-D path
+    # propagates it; onnxrt propagates it on every path (tests/fuzz/test_regressions.py)
+    xi = np.where(np.isnan(x32), np.float32(0.25), x32)
+    y, i = onnxrt.InferenceSession(mb).run(None, {"x": xi})
+    ye, ie = ort.InferenceSession(mb, providers=["CPUExecutionProvider"]).run(None, {"x": xi})
     assert calls == []
     np.testing.assert_array_equal(i, ie)
+    # with it: the windows holding it give NaN and point at it (flat index 4 * 9 + 4)
+    y, i = onnxrt.InferenceSession(mb).run(None, {"x": x32})
+    assert np.isnan(y[0, 0, 2:5, 2:5]).all() and (i[0, 0, 2:5, 2:5] == 40).all()
 
 
 @needs_numba

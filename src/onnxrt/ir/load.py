@@ -74,6 +74,7 @@ def load_model(model: object, external_data_dir: str | None = None,
                         f"{new.data_type}, the model's has {t.data_type} (onnx.TensorProto)")
                 t.CopyFrom(new)
     _resolve_external_data(proto, base, memory_files or {})
+    _check_names(proto)
     return proto, base
 
 
@@ -97,12 +98,96 @@ def _check_versions(proto: onnx.ModelProto) -> None:
                            f"(up to {onnx.IR_VERSION}, onnx {onnx.__version__})")
     newest = onnx.defs.onnx_opset_version()
     for imp in proto.opset_import:
+        if not 0 <= imp.version < 2 ** 31:
+            raise InvalidGraph(f"opset_import: version {imp.version} of domain "
+                               f"{imp.domain or 'ai.onnx'!r} is not a valid opset version")
         if imp.domain in ("", "ai.onnx") and imp.version > newest:
             raise Fail(
                 f"opset {imp.version} of domain ai.onnx is not supported: the newest this "
                 f"onnxrt knows is {newest} (onnx {onnx.__version__})")
         if imp.domain in ("", "ai.onnx") and imp.version < 1:
             raise InvalidGraph(f"opset {imp.version} of domain ai.onnx is not valid")
+
+
+_DTYPES = frozenset(v for v in onnx.TensorProto.DataType.values()
+                    if v != onnx.TensorProto.UNDEFINED)
+# element types packed below a byte: bits per element
+_PACKED = {getattr(onnx.TensorProto, n): b
+           for n, b in (("INT4", 4), ("UINT4", 4), ("FLOAT4E2M1", 4), ("INT2", 2), ("UINT2", 2))
+           if hasattr(onnx.TensorProto, n)}
+
+
+def _check_tensor(t: onnx.TensorProto) -> None:
+    """A tensor's data_type, dims and data agree before anything reads it: a mutated file
+    gets an error naming the tensor and the field, and dims that promise an absurd size
+    fail before any allocation."""
+    from onnxrt.validate.alloc import check_alloc
+
+    where = f"tensor {t.name!r}"
+    if t.data_type not in _DTYPES:
+        raise InvalidGraph(f"{where}: field data_type = {t.data_type} is not a tensor element "
+                           f"type")
+    dims = list(t.dims)
+    if any(d < 0 for d in dims):
+        raise InvalidGraph(f"{where}: field dims = {dims} has a negative dim")
+    if t.data_type == onnx.TensorProto.STRING:
+        n = 1
+        for d in dims:
+            n *= d
+        if len(t.string_data) != n:
+            raise InvalidGraph(f"{where}: field string_data holds {len(t.string_data)} "
+                               f"strings, dims {dims} need {n}")
+        return
+    np_dt = onnx.helper.tensor_dtype_to_np_dtype(t.data_type)
+    try:
+        check_alloc(dims, np_dt, where)
+    except MemoryError as e:
+        raise InvalidGraph(f"{e} (field dims)") from None
+    n = 1
+    for d in dims:
+        n *= d
+    if t.HasField("raw_data"):
+        bits = _PACKED.get(t.data_type, 8 * np_dt.itemsize)
+        want = -(-n * bits // 8)
+        if len(t.raw_data) != want:
+            raise InvalidGraph(f"{where}: field raw_data holds {len(t.raw_data)} bytes, dims "
+                               f"{dims} of {onnx.TensorProto.DataType.Name(t.data_type)} need "
+                               f"{want}")
+        return
+    field = onnx.helper.tensor_dtype_to_field(t.data_type)
+    got = len(getattr(t, field))
+    per = 2 if t.data_type in (onnx.TensorProto.COMPLEX64, onnx.TensorProto.COMPLEX128) else 1
+    # packed types keep one packed byte per int32_data value
+    want = -(-n * _PACKED[t.data_type] // 8) if t.data_type in _PACKED else n * per
+    if got != want:
+        raise InvalidGraph(f"{where}: field {field} holds {got} values, dims {dims} of "
+                           f"{onnx.TensorProto.DataType.Name(t.data_type)} need {want}")
+
+
+def _check_names(proto: onnx.ModelProto) -> None:
+    """Every name a node or graph holds is text: protobuf hands a string field that is not
+    valid UTF-8 (a mutated file) over as bytes."""
+    for imp in proto.opset_import:
+        if not isinstance(imp.domain, str):
+            raise InvalidGraph(f"opset_import: field domain {imp.domain!r} is not valid UTF-8")
+    for g in iter_graphs(proto.graph):
+        for field in ("input", "output", "value_info", "initializer"):
+            for v in getattr(g, field):
+                if not isinstance(v.name, str):
+                    raise InvalidGraph(f"graph {g.name!r}: field {field}.name {v.name!r} is "
+                                       f"not valid UTF-8")
+        for i, n in enumerate(g.node):
+            try:    # str.join refuses bytes: one C call per list instead of a check per name
+                "".join((n.name, n.op_type, n.domain))
+                "".join(n.input)
+                "".join(n.output)
+                ok = not n.attribute or all(isinstance(a.name, str) for a in n.attribute)
+            except TypeError:
+                ok = False
+            if not ok:
+                raise InvalidGraph(f"graph {g.name!r}, node #{i} ({n.name!r}, "
+                                   f"{n.op_type!r}): a field (name, op_type, domain, input, "
+                                   f"output or an attribute name) is not valid UTF-8")
 
 
 def iter_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
@@ -140,6 +225,7 @@ def _resolve_external_data(proto: onnx.ModelProto, base: str,
     base_real = os.path.realpath(base)
     for t in _iter_tensors(proto):
         if t.data_location != onnx.TensorProto.EXTERNAL:
+            _check_tensor(t)
             continue
         info = {e.key: e.value for e in t.external_data}
         location = info.get("location", "")
@@ -156,6 +242,7 @@ def _resolve_external_data(proto: onnx.ModelProto, base: str,
             t.raw_data = data[offset:offset + n]
             del t.external_data[:]
             t.data_location = onnx.TensorProto.DEFAULT
+            _check_tensor(t)
             continue
         if os.path.isabs(location) or location.startswith(("/", "\\")) or ":" in location:
             raise InvalidGraph(f"{where}: location {location!r} is absolute; external data "
@@ -178,3 +265,4 @@ def _resolve_external_data(proto: onnx.ModelProto, base: str,
             t.raw_data = f.read(n)
         del t.external_data[:]
         t.data_location = onnx.TensorProto.DEFAULT
+        _check_tensor(t)

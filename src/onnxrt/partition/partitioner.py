@@ -140,6 +140,14 @@ def partition_model(model: onnx.ModelProto, providers: Sequence[ExecutionProvide
     def build(g: onnx.GraphProto, path: str, opsets: dict[str, int]) -> None:
         tmap = types.get(path, {})
         ids = []
+        infos: dict[str, ValueInfo] = {}    # a value is read and written: built once
+
+        def info(x: str) -> ValueInfo:
+            v = infos.get(x)
+            if v is None:
+                v = infos[x] = ValueInfo.from_type(x, tmap.get(x))
+            return v
+
         for i, n in enumerate(g.node):
             dom = "" if n.domain == "ai.onnx" else n.domain
             opset = opsets.get(dom, 1)
@@ -154,8 +162,8 @@ def partition_model(model: onnx.ModelProto, providers: Sequence[ExecutionProvide
                 id=next_id[0], name=n.name, op_type=n.op_type, domain=dom,
                 inputs=tuple(n.input), outputs=tuple(n.output), opset=opset,
                 since_version=since, graph=path, proto=n,
-                input_info=tuple(ValueInfo.from_type(x, tmap.get(x)) for x in n.input),
-                output_info=tuple(ValueInfo.from_type(x, tmap.get(x)) for x in n.output),
+                input_info=tuple(info(x) for x in n.input),
+                output_info=tuple(info(x) for x in n.output),
                 host_inputs=host)
             next_id[0] += 1
             part.nodes[view.id] = view

@@ -46,6 +46,9 @@ def node_reads(node: onnx.NodeProto) -> list[str]:
     return reads
 
 
+_TENSOR_TYPES: dict[int, str] = {}
+
+
 @dataclass(frozen=True)
 class ValueInfo:
     """The type and shape of a value where known: ``type`` like ``tensor(float)``,
@@ -63,11 +66,16 @@ class ValueInfo:
         shape: list[Any] | None = None
         elem = 0
         if tp.HasField("tensor_type"):
-            elem = tp.tensor_type.elem_type
-            if tp.tensor_type.HasField("shape"):
+            tt = tp.tensor_type
+            elem = tt.elem_type
+            if tt.HasField("shape"):
                 shape = [d.dim_value if d.HasField("dim_value") else
                          (d.dim_param if d.HasField("dim_param") else None)
-                         for d in tp.tensor_type.shape.dim]
+                         for d in tt.shape.dim]
+            ts = _TENSOR_TYPES.get(elem)
+            if ts is None:      # one string per element type (once per value was measurable)
+                ts = _TENSOR_TYPES[elem] = type_string(tp)
+            return cls(name, ts, shape, elem)
         return cls(name, type_string(tp), shape, elem)
 
 

@@ -21,8 +21,11 @@ def eliminate_dead(g: Graph) -> bool:
     """Nodes none of whose outputs is read (ONNX nodes have no side effects)."""
     changed = False
     while True:
+        # one set lookup per output (a consumers() call each made this ~5% of creating a
+        # session of 100,000 small nodes)
+        read, outs = g.read_names(), set(g.output_names)
         dead = [n for n in g.nodes
-                if not any(o and (g.consumers(o) or g.is_output(o)) for o in n.output)]
+                if not any(o and (o in read or o in outs) for o in n.output)]
         if not dead:
             return changed
         g.remove(dead)

@@ -183,6 +183,11 @@ class Graph:
         self._index()
         return self._cons.get(name, [])
 
+    def read_names(self) -> set[str] | Any:
+        """Every value some node reads (subgraphs' outer reads included), as a set view."""
+        self._index()
+        return self._cons.keys()
+
     def is_output(self, name: str) -> bool:
         return name in self.output_names
 

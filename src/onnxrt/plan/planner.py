@@ -16,6 +16,7 @@ import numpy as np
 import onnx
 from onnx import AttributeProto
 
+from onnxrt import validate
 from onnxrt.errors import EPFail as EPFailErr
 from onnxrt.errors import InvalidGraph, NotImplemented as NotImplementedErr
 from onnxrt.execute.executor import RunContext, execute_plan
@@ -182,6 +183,21 @@ def _type_map(graph: onnx.GraphProto) -> dict[str, onnx.TypeProto]:
     return types
 
 
+def _known_shapes(in_types: tuple[Any, ...], const_in: dict[int, Any], names: Any
+                  ) -> validate.Shapes:
+    dims: list[Any] = []
+    for i, t in enumerate(in_types):
+        if i in const_in and hasattr(const_in[i], "shape"):
+            dims.append(tuple(const_in[i].shape))
+        elif (t is not None and t.HasField("tensor_type")
+              and t.tensor_type.HasField("shape")):
+            dims.append(tuple(d.dim_value if d.HasField("dim_value") else None
+                              for d in t.tensor_type.shape.dim))
+        else:
+            dims.append(None)
+    return validate.Shapes(dims, [i for i, n in enumerate(names) if not n])
+
+
 def _plain_arrays(info: NodeInfo, kinds: str) -> bool:
     """Every input of the node is known to be a tensor of rank >= 1 whose element type maps
     to a NumPy dtype of one of ``kinds`` (what a kernel's ``direct`` ufunc needs)."""
@@ -193,12 +209,20 @@ def _plain_arrays(info: NodeInfo, kinds: str) -> bool:
         tt = t.tensor_type
         if not tt.elem_type or not tt.HasField("shape") or len(tt.shape.dim) == 0:
             return False
-        try:
-            if np.dtype(np_dtype(tt.elem_type)).kind not in kinds:
-                return False
-        except Exception:       # no NumPy dtype for it
+        k = _kind(tt.elem_type)
+        if not k or k not in kinds:
             return False
     return True
+
+
+@functools.lru_cache(maxsize=None)
+def _kind(elem_type: int) -> str:
+    """The NumPy kind of an element type, "" without a NumPy dtype (one lookup per type,
+    not one per node input)."""
+    try:
+        return np.dtype(np_dtype(elem_type)).kind
+    except Exception:
+        return ""
 
 
 class Planner:
@@ -349,7 +373,7 @@ class Planner:
         def on_device(slot: int, dev: Device, consumer: str) -> int:
             """The slot holding ``slot``'s value on ``dev``, adding a copy if needed."""
             src = slot_device.get(slot, CPU_DEVICE)
-            if slot in (NONE_SLOT, SINK_SLOT) or src == dev:
+            if src is dev or slot in (NONE_SLOT, SINK_SLOT) or src == dev:
                 return slot
             key = (slot, dev)
             if key in copies:
@@ -386,10 +410,14 @@ class Planner:
                 continue
             who = f"node {node.name!r} ({node.op_type})"
             ins = [slot_of(n, who) for n in node.input]
-            # subgraphs see everything defined so far plus our own outer scope
-            visible = frozenset(slots) | outer_scope
-            subgraphs, implicit = self._plan_subgraphs(node, visible, opsets, path, unit.index,
-                                                       {**outer_constants, **constants})
+            # subgraphs see everything defined so far plus our own outer scope (the set is
+            # built only for nodes that hold subgraphs: per node it made planning quadratic)
+            subgraphs: dict[str, Any] = {}
+            implicit: list[str] = []
+            if any(a.type in _GRAPH_ATTRS for a in node.attribute):
+                subgraphs, implicit = self._plan_subgraphs(
+                    node, frozenset(slots) | outer_scope, opsets, path, unit.index,
+                    {**outer_constants, **constants})
             implicit_slots = [slot_of(n, who) for n in implicit]
             outs = []
             for o in node.output:
@@ -586,13 +614,6 @@ class Planner:
             else:
                 attrs[a.name] = attribute_value(a)
             given.add(a.name)
-        info = NodeInfo(
-            name=node.name, op_type=node.op_type, domain=domain, since_version=since,
-            opset=opset, inputs=tuple(node.input), outputs=tuple(node.output), attrs=attrs,
-            constant_inputs=const_in, input_types=in_types, output_types=out_types,
-            subgraphs=subgraphs, implicit_inputs=tuple(implicit))
-        multi = len(node.output) > 1 or (schema is not None and schema.max_output > 1)
-
         if placement is not None and placement.kernel is not None:
             provider, kd = placement.provider, placement.kernel
         elif self.partition is not None and placement is not None:
@@ -600,9 +621,27 @@ class Planner:
         else:
             asg = self.assigner.assign(node, domain, since)
             provider, kd = (asg.provider, asg.kernel) if asg is not None else (None, None)
+        info = NodeInfo(
+            name=node.name, op_type=node.op_type, domain=domain, since_version=since,
+            opset=opset, inputs=tuple(node.input), outputs=tuple(node.output), attrs=attrs,
+            constant_inputs=const_in, input_types=in_types, output_types=out_types,
+            subgraphs=subgraphs, implicit_inputs=tuple(implicit),
+            provider=provider.name if kd is not None and provider is not None
+            else "CPUExecutionProvider")
+        multi = len(node.output) > 1 or (schema is not None and schema.max_output > 1)
+        # the spec's rules for its attributes and the shapes known now (function bodies get
+        # their attributes only here); what is left waits for the run (validate.guard)
+        shapes_known = True
+        if validate.rules_for(domain, node.op_type):
+            shapes_known = validate.check_node(info, _known_shapes(in_types, const_in,
+                                                                   node.input))
         if kd is not None and provider is not None:
-            info = NodeInfo(**{**info.__dict__, "provider": provider.name})
             fn = self._bind(kd, info, given, schema)
+            # kernels that check their own shapes (the conv and pool families, once per
+            # shape) or that plan/inplace.py must see unwrapped are left as they are
+            if not shapes_known and not hasattr(fn, "output_channels") \
+                    and not hasattr(fn, "check"):
+                fn = validate.guard(info, fn)
             mode = (MODE_MULTI if multi else MODE_SINGLE) | (MODE_CTX if kd.context else 0)
             return Step(fn, ins, outs, mode, (), info, provider.name)
 
@@ -711,6 +750,7 @@ class Planner:
 
 
 _MISSING = object()
+_GRAPH_ATTRS = (AttributeProto.GRAPH, AttributeProto.GRAPHS)
 
 
 class FusedSubgraph:

@@ -14,6 +14,7 @@ import numpy as np
 from onnxrt.execute import intra
 from onnxrt.providers.cpu import CPU, vmath
 from onnxrt.providers.cpu.nn.matmul import matmul
+from onnxrt.validate import SpecError
 
 MS = "com.microsoft"
 _exp_nonpos = vmath.exp_nonpos     # compiled into _softmax_row by _heads_kernel
@@ -45,7 +46,12 @@ def _heads(gemm, qkv, out, ab, has_ab, scale, causal, mask_value, n, dq, dk, dv,
     projection qkv (B, S, dq+dk+dv) into out (B, S, dv): scores = scale * Q K^T (one gemm
     on the strided head slices), + ab[b, h] (the additive bias, broadcast view), causal
     positions set to mask_value, softmax per row, then scores @ V into the head's columns
-    of out (another gemm)."""
+    of out (another gemm).
+
+    Preconditions (checked by Attention.__call__; BLAS reads through raw pointers): n >= 1,
+    qkv C-contiguous with exactly dq + dk + dv columns, dq == dk, dq and dv divisible by n,
+    out (B, S, dv) C-contiguous, ab (B, n, S, S) (a broadcast view is fine), 0 <= lo <= hi
+    <= B * n."""
     bsz, s_n, d3 = qkv.shape
     hq = dq // n
     hv = dv // n
@@ -235,6 +241,13 @@ class Attention:
         else:
             dq = dk = dv = qkv.shape[-1] // 3
         n = self.n
+        # _heads reads qkv at these offsets through BLAS: they must lie inside its rows
+        if (n < 1 or min(dq, dk, dv) < 1 or dq + dk + dv != qkv.shape[-1] or dq % n
+                or dk % n or dv % n or dq != dk):
+            raise SpecError("attribute qkv_hidden_sizes", [dq, dk, dv],
+                            f"the projection has {qkv.shape[-1]} columns: expected Q, K, V "
+                            f"sizes summing to it, Q's equal to K's, each divisible by "
+                            f"num_heads {n}")
         if (self.heads is not None and qkv.dtype == np.float32 and mask_index is None
                 and (past is None or past.size == 0) and dq == dk
                 and dq % n == 0 and dv % n == 0):

@@ -114,7 +114,9 @@ def _affine_loop(x: np.ndarray, s: np.ndarray, b: np.ndarray, y: np.ndarray, cod
     """y[i, c, :] = act(x[i, c, :] * s[c] + b[c]) for the C = len(s) first channels of
     (N, *, P) arrays (x may be a joined array seen from its first channel, nn/jit.py
     _channels_of); the same products and sums as NumPy's x * s + b (no contraction into
-    FMA), NaN kept as np.maximum keeps it."""
+    FMA), NaN kept as np.maximum keeps it.
+
+    Preconditions (_ChannelAffine.applies): x and y (N, >= C, P), s and b (C,)."""
     n, p = x.shape[0], x.shape[2]
     c = s.shape[0]
     for i in range(n):

@@ -38,7 +38,10 @@ _PAR_MIN = 1 << 20
 def _gelu_rows(x: np.ndarray, b: np.ndarray, y: np.ndarray, has_b: bool, lo: int,
                hi: int) -> None:
     """y[i, j] = gelu(x[i, j] + b[j]) for rows lo..hi-1, float32, 2-D (b unused when not
-    has_b). Both erf pieces are evaluated and one is selected: no branch per element."""
+    has_b). Both erf pieces are evaluated and one is selected: no branch per element.
+
+    Preconditions (checked by _rows_ok/_run_rows): x and y (rows, m), b (m,), 0 <= lo <=
+    hi <= rows."""
     m = x.shape[1]
     one = np.float32(1.0)
     for i in range(lo, hi):
@@ -136,7 +139,7 @@ def _fast_gelu_rows(x: np.ndarray, b: np.ndarray, y: np.ndarray, has_b: bool, lo
                     hi: int) -> None:
     """y[i, j] = 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3))), v = x[i, j] (+ b[j]), for
     rows lo..hi-1, float32, 2-D, through e = exp(-2|u|) (providers/cpu/vmath.py, so both
-    passes vectorize): tanh(u) = sign(u) (1 - e) / (1 + e)."""
+    passes vectorize): tanh(u) = sign(u) (1 - e) / (1 + e). Preconditions as _gelu_rows'."""
     m = x.shape[1]
     bits = np.empty(m, np.int32)
     scale = bits.view(np.float32)

@@ -21,7 +21,10 @@ def _norm_rows(x, skip, bias, gamma, beta, y, ssum, stats, has_skip, has_bias, h
     """Rows lo..hi-1 of 2-D float32 x: s = x (+ skip) (+ bias), then y = (s - mean) /
     sqrt(var + eps) * gamma (+ beta) (mean 0 and var = mean(s^2) when ``simplified``); s
     kept in ``ssum`` when ``keep_sum``; mean and 1/std per row in ``stats`` (2, rows).
-    Sums in float64; each row three passes over memory already in cache."""
+    Sums in float64; each row three passes over memory already in cache.
+
+    Preconditions (checked by compiled_norm): x, y, ssum and skip (rows, m); gamma, beta
+    and bias (m,); stats (2, rows); 0 <= lo <= hi <= rows."""
     m = x.shape[1]
     for i in range(lo, hi):
         xr = x[i]

@@ -57,17 +57,23 @@ def resolve_pads(in_shape: Sequence[int], kernel: Sequence[int], strides: Sequen
                 begin[i], end[i] = int(pads[i]), int(pads[i + nd])
         else:
             raise ValueError(f"unsupported auto_pad {auto_pad!r}")
+        if s < 1 or int(dilations[i]) < 1 or begin[i] < 0 or end[i] < 0:
+            # validated at session creation (onnxrt/validate); kept for direct callers
+            raise ValueError(f"strides {list(strides)}, dilations {list(dilations)} and "
+                             f"pads {begin + end} must be >= 1, >= 1 and >= 0")
         span = n + begin[i] + end[i] - dk
-        if span < 0:
-            raise ValueError(f"kernel extent {dk} larger than padded input {n + begin[i] + end[i]}")
         if ceil_mode and auto_pad not in ("SAME_UPPER", "SAME_LOWER"):
             o = -(-span // s) + 1
             # the last window must start inside the input or the begin padding
-            if (o - 1) * s >= n + begin[i]:
+            if o > 0 and (o - 1) * s >= n + begin[i]:
                 o -= 1
         else:
             o = span // s + 1
-        out[i] = o
+        if o < 0:
+            raise ValueError(f"the dilated kernel ({dk}) is longer than the padded input "
+                             f"({n + begin[i] + end[i]}) along spatial axis {i}: the output "
+                             f"size would be {o} (kernel_shape, pads, strides and dilations)")
+        out[i] = max(o, 0)
         extra[i] = max(0, (o - 1) * s + dk - (n + begin[i] + end[i]))
     return begin, end, extra, out
 

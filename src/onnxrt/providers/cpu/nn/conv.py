@@ -35,6 +35,7 @@ import numpy as np
 from onnxrt.execute import intra
 from onnxrt.providers.cpu import CPU
 from onnxrt.providers.cpu.nn import compute_dtype, jit, pad_spatial, resolve_pads
+from onnxrt.validate import SpecError
 
 __all__ = ["Conv", "conv_nd"]
 
@@ -371,6 +372,9 @@ class Conv:
         geo = self._geo.get(spatial)
         if geo is None:
             nd = len(spatial)
+            if len(kernel) != nd or any(k < 1 for k in kernel):
+                raise SpecError("input W shape", list(kernel), f"expected a kernel of "
+                                f"{nd} dims >= 1 for an input of {nd} spatial axes")
             if self.kernel_shape and tuple(self.kernel_shape) != kernel:
                 raise ValueError(f"kernel_shape {self.kernel_shape} does not match the weight "
                                  f"{kernel}")
@@ -422,6 +426,14 @@ class Conv:
         geo = self._geometry(tuple(x.shape[2:]), pk.kernel)
         strides = list(self.strides or [1] * nd)
         dil = list(self.dilations or [1] * nd)
+        if x.shape[1] != pk.Cg * self.group:
+            raise SpecError("input X shape", list(x.shape), f"has {x.shape[1]} channels; the "
+                            f"weight expects {pk.Cg} per group x group {self.group}")
+        if b is not None and tuple(b.shape) != (pk.M,):
+            raise SpecError("input B shape", list(b.shape), f"expected ({pk.M},), one value "
+                            f"per output channel")
+        if x.shape[0] == 0 or 0 in geo.out or pk.M == 0:     # nothing to compute
+            return np.zeros((x.shape[0], pk.M) + tuple(geo.out), dt)
         act = self.act
         bias = None
         if b is not None:

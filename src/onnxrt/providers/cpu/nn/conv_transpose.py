@@ -12,6 +12,7 @@ import numpy as np
 
 from onnxrt.providers.cpu import CPU
 from onnxrt.providers.cpu.nn import compute_dtype
+from onnxrt.validate import SpecError
 
 __all__ = ["ConvTranspose"]
 
@@ -97,6 +98,11 @@ class ConvTranspose:
             outsz = list(self.output_shape)[-nd:]
         else:
             outsz = [f - bg - e for f, bg, e in zip(full, begin, end)]
+        if any(o <= 0 for o in outsz):
+            # onnxruntime refuses these too; the slices below would silently crop
+            raise SpecError("attribute pads", list(self.pads or []),
+                            f"the output would be {outsz} for an input of {list(spatial)}: "
+                            f"every output dim must be >= 1")
         # the accumulation buffer covers both the full extent and any requested growth
         lo = [min(0, bg) for bg in begin]
         hi = [max(f, bg + o) for f, bg, o in zip(full, begin, outsz)]

@@ -135,7 +135,10 @@ def _conv_planes(x, w, b, out, mg, sh, sw, dh, dw, ph, pw, lo, hi):
     go a kernel row to a pass where it has three or five. Flat unsigned indices, tap offsets
     computed once per call: views and integer divisions per row made the earlier loops
     3x slower (shufflenet's 8x136x28x28 3x3: 1.88 -> 0.72 ms on one thread). Taps are
-    summed in the NumPy path's order, bias last: bit-identical results."""
+    summed in the NumPy path's order, bias last: bit-identical results.
+
+    Preconditions: check_window's (JitConv.__call__), out (N, M, OH, OW) with M = C * mg,
+    w (M, 1, KH, KW), b (M,), 0 <= lo <= hi <= N * M, OH and OW >= 1."""
     c_n, hh, ww = x.shape[1], x.shape[2], x.shape[3]
     m_all = out.shape[1]
     oh_n, ow_n = out.shape[2], out.shape[3]
@@ -304,7 +307,10 @@ def _dwcl_image(x, wt, b, out, n, mult, sh, sw, dh, dw, ph, pw):
     """Image n of a depthwise conv channels-last, for small planes with many channels
     (per-plane loops would be a few pixels long): x (N, C, H, W), wt (KH, KW, M), out
     (N, M, OH, OW); every tap is one loop over the M channels. Same products in the same
-    order as the NumPy path (its padded taps add zeros, skipped here)."""
+    order as the NumPy path (its padded taps add zeros, skipped here).
+
+    Preconditions: check_window's (JitConv.__call__), wt (KH, KW, M), out (N, M, OH, OW),
+    b (M,), 0 <= n < N."""
     hh, ww = x.shape[2], x.shape[3]
     m_n, oh_n, ow_n = out.shape[1], out.shape[2], out.shape[3]
     kh_n, kw_n = wt.shape[0], wt.shape[1]
@@ -361,7 +367,10 @@ def _dpool_planes(x, out, div, is_max, kh_n, kw_n, sh, sw, dh, dw, ph, pw, lo, h
     than taps gathered at the stride). 3x3 windows take fused loops (several times faster
     than a pass per tap). The buffers are made once per call, not per plane, and every
     access is a flat unsigned index: views per row cost more than the small rows (7-56
-    wide) they hold (192x56x56 3x3/2: 217 -> 100 us on one thread)."""
+    wide) they hold (192x56x56 3x3/2: 217 -> 100 us on one thread).
+
+    Preconditions: check_window's (JitPool.__call__, with the end pads), x (P, H, W), out
+    (P, OH, OW) with OH, OW >= 1, div (OH, OW) or (1, 1) for max, 0 <= lo <= hi <= P."""
     hh, ww = x.shape[1], x.shape[2]
     oh_n, ow_n = out.shape[1], out.shape[2]
     span = (ow_n - 1) * sw + 1                   # stride-1 results the picks read
@@ -458,7 +467,9 @@ def _spool_planes(x, out, div, is_max, kh_n, kw_n, dh, dw, ph, pw, lo, hi):
     inception's 3x3/1 averages over 28x28 and 14x14 planes, and blocks 2.5x faster than one
     pass over all the planes of a batch (4,608 planes of 14x14: 3.3 -> 1.3 ms). The 3x3
     window with one pixel of padding keeping the size (inception's pool branches) takes
-    _pool3_plane on planes at least _POOL3_MIN_W wide."""
+    _pool3_plane on planes at least _POOL3_MIN_W wide.
+
+    Preconditions: as _dpool_planes', at stride 1."""
     oh_n, ow_n = out.shape[1], out.shape[2]
     if (kh_n == 3 and kw_n == 3 and dh == 1 and dw == 1 and ph == 1 and pw == 1
             and oh_n == x.shape[1] and ow_n == x.shape[2] and ow_n >= _POOL3_MIN_W):
@@ -583,7 +594,10 @@ def _epi_image(y, i, c0, c1, m0, m1, b, z, has_z, kind, alpha, beta):
     + b[m], + z (same shape as y) when has_z, then the activation ``kind`` (0 none, 1 Relu,
     2 LeakyRelu(alpha), 3 Clip(alpha, beta), 4 HardSigmoid(alpha, beta), 5 HardSwish: v *
     HardSigmoid(v) with alpha 1/6, beta 0.5, 6 SiLU: v * sigmoid(v)); NaN passes through
-    like NumPy's."""
+    like NumPy's.
+
+    Preconditions (GemmConv.__call__, Conv's _Epilogue): 0 <= i < N, 0 <= c0 <= c1 <= L,
+    0 <= m0 <= m1 <= M, b (M,), z like y when has_z."""
     n = c1 - c0
     ex = np.empty(n if kind == 6 else 0, np.float32)       # SiLU's scratch
     bits = np.empty(n if kind == 6 else 0, np.int32)
@@ -652,7 +666,10 @@ def _im2col_band(xf, cols, base, c_n, hh, ww, r0, r1, kh_n, kw_n, sh, sw, dh, dw
     the image starting at ``base`` of the flat input xf (C, H, W); taps that fall in the
     padding read 0. Flat indices, no slices: the rows are short (7-56) and a slice per row
     costs more than its copy (measured: 0.30 ms for 64 channels at 56x56, 3x3, against 0.38
-    for NumPy's nine strided copies)."""
+    for NumPy's nine strided copies).
+
+    Preconditions: check_window's (GemmConv.__call__), cols holding C*KH*KW rows of
+    (r1-r0)*OW, 0 <= r0 <= r1 <= OH, base + C*H*W <= xf.size."""
     nc = (r1 - r0) * ow_n
     zero = xf.dtype.type(0)
     # stride 1 along both axes and output rows as wide as input rows, narrower than
@@ -725,7 +742,11 @@ def _gemm_conv_items(gemm, x, w, y, b, has_b, z, has_z, kind, alpha, beta, one, 
     band's im2col over the group's input channels (skipped for a 1x1 stride-1 conv without
     padding, whose input is its own column matrix), one BLAS product of the weight rows
     w (M, Cg*KH*KW) into y through ``gemm`` (cblas_sgemm/dgemm of providers/cpu/blas.py, called
-    without the GIL), then the epilogue on the block while it is in cache."""
+    without the GIL), then the epilogue on the block while it is in cache.
+
+    Preconditions: check_window's (GemmConv.__call__), x (N, C, H, W) with C = group * Cg,
+    w (M, Cg*KH*KW), y (N, >= M, OH*OW), items from GemmConv._plan (rows inside 0..OH,
+    channels inside one group), 0 <= lo <= hi <= len(items)."""
     m_all = y.shape[1]      # y's channels: this conv's, or a joined output's (_channels_of)
     kk = w.shape[1]
     cg = kk // (kh_n * kw_n)
@@ -768,7 +789,10 @@ def _taps_conv_items(gemm, x, wt, y, b, has_b, z, has_z, kind, alpha, beta, one,
     (M, rows * wp) block whose rows carry
     (KW-1)*dw columns of junk, dropped when the block is copied out with the epilogue.
     Saves im2col's copy: measured 1.3x on 128->32 3x3 convs, 1.15x on 64->64 (GemmConv
-    takes it from _TAPS_MIN_C input channels and up to _TAPS_MAX_M output channels)."""
+    takes it from _TAPS_MIN_C input channels and up to _TAPS_MAX_M output channels).
+
+    Preconditions: _gemm_conv_items', stride 1, and the padded row holding the whole input
+    row, W + pw <= OW + (KW-1)*dw (GemmConv.__call__ takes this form only then)."""
     c_n, hh, ww = x.shape[1], x.shape[2], x.shape[3]
     m_n = wt.shape[1]
     wp = ow_n + (kw_n - 1) * dw
@@ -825,7 +849,10 @@ def _taps_conv_items(gemm, x, wt, y, b, has_b, z, has_z, kind, alpha, beta, one,
 def _mm_items(gemm, a, b, c, tb, one, zero, items, lo, hi):
     """Blocks lo..hi-1 (m0, m1, n0, n1) of c = a @ b, one BLAS product each; a and c
     row-major, b row-major (K, N) or, when ``tb``, given as its transpose (N, K) row-major
-    (a transposed weight: no copy)."""
+    (a transposed weight: no copy).
+
+    Preconditions (split_matmul; BLAS reads through raw pointers): a (M, K) and c (M, N)
+    C-contiguous, b (K, N) or (N, K) C-contiguous, blocks inside (M, N)."""
     k_n = a.shape[1]
     n_n = c.shape[1]
     af = a.reshape(-1)
@@ -1143,6 +1170,46 @@ def input_dtype(node: Any) -> np.dtype:
     return np.dtype(np.float32)
 
 
+# -- preconditions -----------------------------------------------------------------------------
+#
+# The loops above index flat arrays with unsigned offsets and no bounds checks: every
+# geometry they receive is checked here first, in the Python wrappers, once per call
+# (tests/fuzz/test_boundscheck.py runs them with NUMBA_BOUNDSCHECK=1 over generated
+# arguments). Attributes were validated against the spec at session creation
+# (onnxrt/validate); these checks hold whoever calls the wrappers.
+
+def check_window(spatial: Any, kernel: Any, strides: Any, dil: Any, begin: Any, out: Any,
+                 end: Any = None) -> None:
+    """The preconditions of the windowed loops (_fill, _conv_planes, _dwcl_image,
+    _im2col_band, _taps_conv_items, _dpool_planes, _spool_planes), per spatial axis:
+    kernel, stride and dilation >= 1, begin pads >= 0, output size >= 0 (the loops read
+    the input only at positions they test against its extent, and size their buffers from
+    these values); with ``end`` (pads, ceil_mode's extra included), every window also
+    starts inside the padded input, (out-1)*stride < size + begin + end. Raises ValueError
+    naming the offending value."""
+    nd = len(spatial)
+    given = end is not None
+    end = [0] * nd if end is None else end
+    for name, v in (("kernel", kernel), ("strides", strides), ("dilations", dil),
+                    ("begin pads", begin), ("end pads", end), ("output", out)):
+        if len(v) != nd:
+            raise ValueError(f"compiled window: {name} {list(v)} for {nd} spatial axes")
+    for i in range(nd):
+        k, s, d, b, e, o, n = (int(kernel[i]), int(strides[i]), int(dil[i]), int(begin[i]),
+                               int(end[i]), int(out[i]), int(spatial[i]))
+        if k < 1 or s < 1 or d < 1 or b < 0 or e < 0 or o < 0 or n < 0:
+            raise ValueError(f"compiled window: axis {i} has kernel {k}, stride {s}, "
+                             f"dilation {d}, pads ({b}, {e}), output {o}, input {n}: kernel, "
+                             f"stride and dilation must be >= 1, pads and sizes >= 0")
+        if given and o > 0 and (o - 1) * s >= n + b + e:
+            raise ValueError(f"compiled window: axis {i}: output {o} at stride {s} runs past "
+                             f"the padded input {n + b + e}")
+
+
+def _empty(*sizes: int) -> bool:
+    return any(int(v) == 0 for v in sizes)
+
+
 # -- Conv --------------------------------------------------------------------------------------
 
 class JitConv:
@@ -1189,11 +1256,17 @@ class JitConv:
         if x.ndim == 3:
             x, strides, dil, begin, out_sp = (x[:, :, None], [1] + strides, [1] + dil,
                                               [0] + begin, [1] + out_sp)
+        check_window(x.shape[2:], self.w.shape[2:], strides, dil, begin, out_sp)
+        if _empty(*shape):
+            return np.zeros(shape, x.dtype)
         x = np.ascontiguousarray(x)
         n = x.shape[0]
         m = self.w.shape[0]
         out = np.empty((n, m, out_sp[0], out_sp[1]), dtype=x.dtype)
         b = self.zero if bias is None else np.ascontiguousarray(bias, dtype=x.dtype)
+        if b.shape != (m,):     # the loops read b[m] for every output channel
+            raise ValueError(f"input B of shape {list(b.shape)}: expected ({m},), one value "
+                             f"per output channel")
         work = out.size * self.w[0].size
         geo = (strides[0], strides[1], dil[0], dil[1], begin[0], begin[1])
         spread = work >= _PAR_MIN_WORK
@@ -1351,6 +1424,9 @@ class GemmConv:
                                               [0] + begin, [1] + out_sp)
         n = x.shape[0]
         kh, kw = self.kernel
+        if x.ndim != 4:
+            raise ValueError(f"GemmConv: input of rank {x.ndim}, expected 3 or 4")
+        check_window(x.shape[2:], self.kernel, strides, dil, begin, out_sp)
         if x.shape[1] * kh * kw != self.w.shape[1] * self.group:
             raise ValueError(f"input has {x.shape[1]} channels, the weight expects "
                              f"{self.w.shape[1] // (kh * kw) * self.group}")
@@ -1360,9 +1436,17 @@ class GemmConv:
                   and (oh, ow) == x.shape[2:])
         y = np.empty((n, self.m, oh * ow), dtype=self.w.dtype) if out is None else \
             _channels_of(out)
+        if y.shape[0] != n or y.shape[1] < self.m or y.shape[2] != oh * ow:
+            raise ValueError(f"GemmConv: output {y.shape} for {n} images of {self.m} "
+                             f"channels of {oh}x{ow}")
+        if _empty(n, self.m, oh, ow):
+            return y
         items, mode = self._plan(n, (oh, ow), direct, intra.threads())
         dt = self.w.dtype
         b = self.nob if bias is None else np.ascontiguousarray(bias, dtype=dt)
+        if b.shape != (self.m,):     # _epi_image reads b[m] for every output channel
+            raise ValueError(f"input B of shape {list(b.shape)}: expected ({self.m},), one "
+                             f"value per output channel")
         zz = self.noz if z is None else np.ascontiguousarray(z, dtype=dt).reshape(y.shape)
         key, wk, native = "gemm_conv", self.w, _NK_GEMM
         geo: tuple = (kh, kw, strides[0], strides[1], dil[0], dil[1], begin[0], begin[1], ow,
@@ -1560,9 +1644,13 @@ class JitPool:
     def __call__(self, x: np.ndarray, geo: Any, div: np.ndarray | None) -> np.ndarray | None:
         n, c = x.shape[:2]
         k, s, d, b, o = geo.kernel, geo.strides, geo.dil, geo.begin, geo.out
+        e = [a + b for a, b in zip(geo.end, geo.extra)]
         if x.ndim == 3:
-            k, s, d, b, o = [1] + k, [1] + s, [1] + d, [0] + b, [1] + o
-        if n * c * o[0] * o[1] * (k[0] + k[1]) < self.min_work:
+            k, s, d, b, o, e = [1] + k, [1] + s, [1] + d, [0] + b, [1] + o, [0] + e
+        if x.ndim not in (3, 4):
+            raise ValueError(f"compiled pool: input of rank {x.ndim}, expected 3 or 4")
+        check_window(x.shape[2:] if x.ndim == 4 else (1,) + x.shape[2:], k, s, d, b, o, e)
+        if n * c * o[0] * o[1] * (k[0] + k[1]) < self.min_work or _empty(n, c, *o):
             return None
         x3 = np.ascontiguousarray(x).reshape(n * c, 1 if x.ndim == 3 else x.shape[2],
                                              x.shape[-1])

@@ -36,7 +36,8 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     kernels). The other products run on BLAS's threads (the spinning intra-op workers
     parked first), except small ones (_own_threads)."""
     if b.ndim == 2 and a.ndim >= 2:
-        a2 = a.reshape(-1, a.shape[-1]) if a.ndim > 2 else a
+        # an empty stack has no -1 to infer (reshape refuses size 0 into (-1, 0))
+        a2 = a.reshape(int(np.prod(a.shape[:-1])), a.shape[-1]) if a.ndim > 2 else a
         y = jit.split_matmul(a2, b)
         if y is not None:
             return y.reshape(a.shape[:-1] + (b.shape[-1],))

@@ -17,6 +17,7 @@ import numpy as np
 
 from onnxrt.providers.cpu import CPU
 from onnxrt.providers.cpu.nn import compute_dtype, jit, resolve_pads, row_mean
+from onnxrt.validate import SpecError, check_shapes
 
 __all__ = []
 
@@ -35,6 +36,21 @@ class _PoolGeo:
         self.dil = [int(d) for d in (dilations or [1] * nd)]
         self.begin, self.end, self.extra, self.out = resolve_pads(
             spatial, self.kernel, self.strides, self.dil, pads, auto_pad, ceil_mode)
+        for i in range(nd):
+            # every window must hold one input position: a window of padding only has no
+            # max and no average (explicit pads are smaller than the kernel, onnxrt/validate;
+            # SAME padding with dilations can still leave one)
+            pos = (np.arange(self.out[i])[:, None] * self.strides[i] - self.begin[i]
+                   + np.arange(self.kernel[i])[None, :] * self.dil[i])
+            inside = ((pos >= 0) & (pos < int(spatial[i]))).any(axis=1)
+            if not inside.all():
+                at = int(np.argmin(inside))
+                raise SpecError("attribute auto_pad" if auto_pad not in ("NOTSET", "")
+                                else "attribute pads", auto_pad if auto_pad not in
+                                ("NOTSET", "") else list(pads or []),
+                                f"the window of output {at} along spatial axis {i} holds "
+                                f"padding only (kernel_shape {self.kernel}, dilations "
+                                f"{self.dil}, input {list(spatial)})")
 
 
 def _pad(x: np.ndarray, geo: _PoolGeo, value: Any) -> np.ndarray:
@@ -157,6 +173,8 @@ def _maxpool_indices(xp: np.ndarray, x_shape: tuple[int, ...], geo: _PoolGeo,
             arg = np.zeros(v.shape, dtype=np.int64)
         else:
             upd = v > best
+            if v.dtype.kind == "f":     # NaN wins, its first position, as np.maximum
+                upd |= np.isnan(v) & ~np.isnan(best)
             np.copyto(best, v, where=upd)
             np.copyto(arg, j, where=upd)
     koff = np.unravel_index(arg, tuple(geo.kernel))
@@ -215,6 +233,13 @@ class _JitPool:
             self.jit = jit.pool_kernel(is_max, jit.input_dtype(node), self.kw.get("kernel_shape"),
                                        self.kw.get("strides"))
         self._geo: dict[tuple[int, ...], tuple[_PoolGeo, np.ndarray | None]] = {}
+        self._checked: set[tuple[int, ...]] = set()
+
+    def check(self, x: np.ndarray) -> None:
+        """The spec's rules on this input shape, once per shape (onnxrt/validate)."""
+        if x.shape not in self._checked:
+            check_shapes(self.node, (x,))
+            self._checked.add(x.shape)     # a benign race: every thread adds the same
 
     def _run_jit(self, x: np.ndarray) -> np.ndarray | None:
         j = self.jit
@@ -237,6 +262,7 @@ class MaxPool(_JitPool):
         super().__init__(node, True, max_pool)
 
     def __call__(self, x: np.ndarray) -> Any:
+        self.check(x)
         y = self._run_jit(x)
         if y is None:
             return self.impl(x, **self.kw)
@@ -250,6 +276,7 @@ class AveragePool(_JitPool):
         super().__init__(node, False, average_pool)
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
+        self.check(x)
         y = self._run_jit(x)
         return self.impl(x, **self.kw) if y is None else y
 

@@ -12,6 +12,7 @@ import ml_dtypes
 import numpy as np
 
 from onnxrt.providers.cpu import CPU
+from onnxrt.validate.alloc import check_alloc
 
 _WIDEN = {np.dtype(ml_dtypes.bfloat16)}  # ufunc.at has no loops for these: use float32
 
@@ -322,12 +323,17 @@ def range_(start, limit, delta, *, stash_type=1):
     if dt.kind in "iu":
         if int(d) == 0:
             raise ValueError("Range: delta must not be 0")
+        check_alloc([max(0, -(-(int(l) - int(s)) // int(d)))], dt, "Range")
         return np.arange(int(s), int(l), int(d), dtype=dt)
     # floats: n = ceil((limit - start) / delta); out[i] = start + i * delta
     work = np.float64 if dt == np.float64 else np.float32
     sf, lf, df = (work(s.astype(work)), work(l.astype(work)), work(d.astype(work)))
     if df == 0:
         raise ValueError("Range: delta must not be 0")
-    n = max(int(np.ceil((float(lf) - float(sf)) / float(df))), 0)
+    span = (float(lf) - float(sf)) / float(df)
+    if not np.isfinite(span):
+        raise ValueError(f"Range: start {sf}, limit {lf} and delta {df} give no finite length")
+    n = max(int(np.ceil(span)), 0)
+    check_alloc([n], dt, "Range")
     out = sf + np.arange(n, dtype=work) * df
     return out.astype(dt, copy=False)

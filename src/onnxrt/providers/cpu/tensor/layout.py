@@ -10,6 +10,7 @@ import numpy as np
 
 from onnxrt.execute import intra
 from onnxrt.providers.cpu import CPU
+from onnxrt.validate.alloc import check_alloc
 
 
 def _ints(v: Any) -> list[int]:
@@ -224,6 +225,7 @@ def _tile(x: np.ndarray, reps: list[int]) -> np.ndarray:
     # one copy: broadcast (1, d0, 1, d1, ...) to (r0, d0, r1, d1, ...) and fold the pairs
     inter = [v for d in x.shape for v in (1, d)]
     big = [v for r, d in zip(reps, x.shape) for v in (r, d)]
+    check_alloc(big, x.dtype, "Tile")
     out = np.empty(big, dtype=x.dtype)
     out[...] = x.reshape(inter)
     return out.reshape([r * d for r, d in zip(reps, x.shape)])

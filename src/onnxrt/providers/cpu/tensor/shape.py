@@ -10,6 +10,7 @@ import numpy as np
 
 from onnxrt.ir.dtypes import np_dtype
 from onnxrt.providers.cpu import CPU
+from onnxrt.validate.alloc import check_alloc
 
 
 def _ints(v: Any) -> list[int]:
@@ -185,6 +186,7 @@ def expand(x, shape):
                          f"{target}") from None
     if out_shape == x.shape:
         return x
+    check_alloc(out_shape, x.dtype, "Expand")
     # materialized (like onnxruntime): a zero-stride view would be read-only for users
     out = np.empty(out_shape, dtype=x.dtype)
     out[...] = x
@@ -203,9 +205,10 @@ def constant_of_shape(shape, *, value=None):
     dims = _ints(shape)
     if any(d < 0 for d in dims):
         raise ValueError(f"ConstantOfShape: negative dim in shape {dims}")
+    v = np.zeros(1, np.float32) if value is None else np.asarray(value)
+    check_alloc(dims, v.dtype, "ConstantOfShape")
     if value is None:
         return np.zeros(dims, dtype=np.float32)
-    v = np.asarray(value)
     if v.size != 1:
         raise ValueError(f"ConstantOfShape: 'value' must hold one element, not {v.size}")
     return np.full(dims, v.reshape(-1)[0], dtype=v.dtype)
