@@ -21,7 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def test_compiled_kernels_stay_in_bounds(tmp_path) -> None:
     cases = int(os.environ.get("ONNXRT_FUZZ_EXAMPLES", "3")) * 10
     env = dict(os.environ, NUMBA_BOUNDSCHECK="1", NUMBA_CACHE_DIR=str(tmp_path),
-               ONNXRT_JIT="1", PYTHONPATH=os.pathsep.join(
+               ONNXRT_JIT="sync", PYTHONPATH=os.pathsep.join(
                    [os.path.dirname(HERE), os.environ.get("PYTHONPATH", "")]))
     seed = int(os.environ.get("ONNXRT_FUZZ_SEED", "20261125"))
     r = subprocess.run([sys.executable, "-m", "fuzz.boundscheck_driver", str(cases),
