@@ -4,8 +4,10 @@ MatMulNBits (2/4/8-bit blocked weights, zero points packed or typed, g_idx),
 MatMulBnb4 (FP4/NF4), GatherBlockQuantized, and com.microsoft's QuantizeLinear,
 DequantizeLinear and channels-last QLinearConv.
 
-The integer sums are exact (quant/qmatmul.py: a float BLAS product of the zero-point-shifted
-operands, exact in the width it picks), whatever the CPU. onnxruntime's u8s8 kernels on CPUs
+The integer sums are exact, whatever the CPU: with a constant B the compiled integer
+product (quant/igemm.py, B packed once per session, the scaling or requantization fused
+in), else quant/qmatmul.py's float BLAS product of the zero-point-shifted operands, exact
+in the width it picks. onnxruntime's u8s8 kernels on CPUs
 without VNNI add pairs of products in saturating int16 and can differ from the exact sum; this
 module never does.
 """
@@ -19,6 +21,7 @@ import ml_dtypes
 import numpy as np
 
 from onnxrt.providers.cpu import CPU
+from onnxrt.providers.cpu.quant import igemm
 from onnxrt.providers.cpu.quant._common import int_range
 from onnxrt.providers.cpu.quant.linear import (DequantizeLinear, QuantizeLinear,
                                                dynamic_quantize_linear)
@@ -75,7 +78,113 @@ def _int_to_float(acc: np.ndarray, mult: np.ndarray, bias: np.ndarray | None) ->
     return y
 
 
+def _float_epilogue(pb: igemm.PackedB, mult: np.ndarray, bias: np.ndarray | None,
+                    ibias: np.ndarray | None = None) -> igemm.Epilogue | None:
+    """float32(acc + ibias) * mult + bias, per tensor or per column; None for other
+    shapes (the NumPy path runs)."""
+    if (mult.size not in (1, pb.n) or (bias is not None and np.size(bias) not in (1, pb.n))
+            or (ibias is not None and np.size(ibias) not in (1, pb.n))):
+        return None
+    m, rc = igemm.per_column(mult, pb.n)
+    fb, brc = igemm.per_column(None if bias is None else np.asarray(bias, _F32), pb.n)
+    ib, irc = igemm.per_column(ibias, pb.n)
+    if fb is not None and ib is not None and brc != irc:
+        return None
+    return igemm.Epilogue(igemm.MODE_FLOAT, _F32, scale=m, s_rc=rc, ibias=ib, fbias=fb,
+                          b_rc=brc if fb is not None else irc)
+
+
 @CPU.kernel("MatMulIntegerToFloat", since=1, domain=MS)
+class MatMulIntegerToFloat:
+    """(A - a_zp) @ (B - b_zp) summed exactly, times a_scale * b_scale (per tensor or per
+    column of B) in float32, plus bias."""
+
+    def __init__(self, node: Any) -> None:
+        self.packed = igemm.prepack(node, 1, 5)
+
+    def __call__(self, a, b, a_scale, b_scale, a_zero_point=None, b_zero_point=None,
+                 bias=None):
+        op = "MatMulIntegerToFloat"
+        _check8(a, "A", op)
+        _check8(b, "B", op)
+        pb = self.packed
+        if pb is not None and np.size(a_scale) == 1 and igemm.usable(a, a_zero_point):
+            mult = (np.asarray(a_scale, _F32).reshape(()) *
+                    np.asarray(b_scale, _F32).reshape(-1)).astype(_F32)
+            epi = _float_epilogue(pb, mult, bias)
+            if epi is not None:
+                return igemm.product(a, a_zero_point, pb, epi)
+        return matmul_integer_to_float(a, b, a_scale, b_scale, a_zero_point, b_zero_point,
+                                       bias)
+
+
+@CPU.kernel("DynamicQuantizeMatMul", since=1, domain=MS)
+class DynamicQuantizeMatMul:
+    """A (float32) quantized to uint8 over the whole tensor as DynamicQuantizeLinear does,
+    then MatMulIntegerToFloat with B's per-tensor or per-column scale and zero point."""
+
+    def __init__(self, node: Any) -> None:
+        self.packed = igemm.prepack(node, 1, 3)
+
+    def __call__(self, a, b, b_scale, b_zero_point=None, bias=None):
+        op = "DynamicQuantizeMatMul"
+        if a.dtype != np.float32:
+            raise TypeError(f"{op}: A has type {a.dtype}; float32 expected")
+        _check8(b, "B", op)
+        pb = self.packed
+        if pb is not None and igemm.kernels() is not None:
+            qa, sa, za = dynamic_quantize_linear(a)
+            mult = (sa * np.asarray(b_scale, _F32).reshape(-1)).astype(_F32)
+            epi = _float_epilogue(pb, mult, bias)
+            if epi is not None:
+                return igemm.product(qa, za, pb, epi)
+        return dynamic_quantize_matmul(a, b, b_scale, b_zero_point, bias)
+
+
+@CPU.kernel("QGemm", since=1, domain=MS, needs_node=True)
+class QGemm:
+    """alpha * a_scale * b_scale * ((A' - a_zp) @ (B' - b_zp) + C), C an int32 bias; float32
+    out without y_scale, else requantized to y_zero_point's type."""
+
+    def __init__(self, node: Any) -> None:
+        a = node.attrs
+        self.alpha = float(a.get("alpha", 1.0))
+        self.trans_a, self.trans_b = int(a.get("transA", 0)), int(a.get("transB", 0))
+        self.packed = igemm.prepack(node, 3, 5, trans=bool(self.trans_b))
+
+    def __call__(self, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c=None,
+                 y_scale=None, y_zero_point=None):
+        op = "QGemm"
+        _check8(a, "A", op)
+        _check8(b, "B", op)
+        pb = self.packed
+        if (pb is not None and a.ndim == 2 and np.size(a_scale) == 1
+                and (c is None or (c.dtype == np.int32 and c.size in (1, pb.n)
+                                   and c.shape[-1] == c.size))
+                and (y_scale is None or np.size(y_scale) == 1)
+                and (y_zero_point is None or np.size(y_zero_point) == 1)
+                and igemm.usable(a, a_zero_point)):
+            a2 = a.T if self.trans_a else a
+            mult = (_F32(self.alpha) * np.asarray(a_scale, _F32).reshape(()) *
+                    np.asarray(b_scale, _F32).reshape(-1)).astype(_F32)
+            if y_scale is None and y_zero_point is None:
+                epi = _float_epilogue(pb, mult, None, c)
+            elif y_scale is not None and y_zero_point is not None:
+                mult = (mult / np.asarray(y_scale, _F32).reshape(())).astype(_F32)
+                m, rc = igemm.per_column(mult, pb.n)
+                ib, brc = igemm.per_column(c, pb.n)
+                dt = y_zero_point.dtype
+                epi = igemm.Epilogue(igemm.MODE_QUANT, dt, scale=m, s_rc=rc, ibias=ib,
+                                     b_rc=brc, zp=float(np.asarray(y_zero_point).reshape(())),
+                                     qrange=int_range(dt))
+            else:
+                epi = None
+            if epi is not None:
+                return igemm.product(a2, a_zero_point, pb, epi)
+        return qgemm(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c, y_scale,
+                     y_zero_point, alpha=self.alpha, transA=self.trans_a, transB=self.trans_b)
+
+
 def matmul_integer_to_float(a, b, a_scale, b_scale, a_zero_point=None, b_zero_point=None,
                             bias=None):
     """(A - a_zp) @ (B - b_zp) summed exactly, times a_scale * b_scale (per tensor or per
@@ -97,7 +206,6 @@ def matmul_integer_to_float(a, b, a_scale, b_scale, a_zero_point=None, b_zero_po
     return _int_to_float(acc, mult.astype(_F32), bias)
 
 
-@CPU.kernel("DynamicQuantizeMatMul", since=1, domain=MS)
 def dynamic_quantize_matmul(a, b, b_scale, b_zero_point=None, bias=None):
     """A (float32) quantized to uint8 over the whole tensor as DynamicQuantizeLinear does, then
     MatMulIntegerToFloat with B's per-tensor or per-column scale and zero point."""
@@ -112,7 +220,6 @@ def dynamic_quantize_matmul(a, b, b_scale, b_zero_point=None, bias=None):
     return _int_to_float(acc, mult.astype(_F32), bias)
 
 
-@CPU.kernel("QGemm", since=1, domain=MS)
 def qgemm(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c=None, y_scale=None,
           y_zero_point=None, *, alpha=1.0, transA=0, transB=0):
     """alpha * a_scale * b_scale * ((A' - a_zp) @ (B' - b_zp) + C), C an int32 bias; float32
