@@ -174,3 +174,112 @@ def test_qlinear_conv_bad_channels_keeps_session():
     with pytest.raises(Exception, match="channels"):
         sess.run(None, {"x": _q((1, 4, 5, 5), np.uint8)})
     assert sess.run(None, {"x": _q((1, 3, 5, 5), np.uint8)})[0].shape == (1, 4, 3, 3)
+
+
+# -- the matrix products ------------------------------------------------------------------
+
+def _mm_ref(a, za, b, zb):
+    return (a.astype(np.int64) - np.asarray(za, np.int64)) @ \
+        (b.astype(np.int64) - np.asarray(zb, np.int64))
+
+
+@pytest.mark.parametrize("adt,bdt", [(np.uint8, np.int8), (np.int8, np.int8),
+                                     (np.uint8, np.uint8), (np.int8, np.uint8)])
+@pytest.mark.parametrize("shape", [(1, 5), (3, 37, 19), (2, 9, 300, 70), (130, 17)])
+def test_matmul_integer_exact(adt, bdt, shape):
+    """M = 1 and M % 4 != 0 (the row tails), K odd (the K-pair padding), N not a multiple
+    of 16 (the panel tails), leading dimensions flattened; per-column B zero points."""
+    k = shape[-1]
+    n = 23 if len(shape) < 4 else shape[-1] // 2
+    a = _q(shape[:-1] + (k,), adt)
+    b = _q((k, n), bdt)
+    za, zb = _q((), adt), _q((n,), bdt)
+    sess = _session("MatMulInteger", [("a", a)], [("b", b), ("za", za), ("zb", zb)],
+                    ("y", np.int32), {})
+    y = sess.run(None, {"a": a})[0]
+    assert y.dtype == np.int32
+    np.testing.assert_array_equal(y, _mm_ref(a, za, b, zb))
+
+
+@pytest.mark.parametrize("ydt", [np.uint8, np.int8])
+@pytest.mark.parametrize("per_col", [False, True])
+def test_qlinear_matmul_exact(ydt, per_col):
+    a = _q((6, 40), np.uint8)
+    b = _q((40, 33), np.int8)
+    n = 33
+    bs = (RNG.random(n if per_col else ()) * 0.01 + 0.002).astype(_F32)
+    bz = _q((n,) if per_col else (), np.int8)
+    asc, ysc = _F32(0.03), _F32(0.05)
+    az, yz = _q((), np.uint8), _q((), ydt)
+    sess = _session("QLinearMatMul", [("a", a)],
+                    [("as", np.array(asc)), ("az", az), ("b", b), ("bs", bs), ("bz", bz),
+                     ("ys", np.array(ysc)), ("yz", yz)], ("y", ydt), {})
+    y = sess.run(None, {"a": a})[0]
+    ref = _requant(_mm_ref(a, az, b, bz), (asc * bs / ysc).astype(_F32), yz, ydt)
+    np.testing.assert_array_equal(y, ref)
+
+
+@pytest.mark.parametrize("out", ["float", "quant"])
+@pytest.mark.parametrize("trans", [(0, 0), (1, 1)])
+def test_qgemm_exact(out, trans):
+    m, k, n = 5, 30, 20
+    a = _q((m, k), np.uint8)
+    b = _q((k, n), np.int8)
+    c = RNG.integers(-5000, 5000, n).astype(np.int32)
+    az, bz = _q((), np.uint8), _q((n,), np.int8)
+    asc, bs = _F32(0.02), (RNG.random(n) * 0.01 + 0.001).astype(_F32)
+    inits = [("as", np.array(asc)), ("az", az), ("b", b.T.copy() if trans[1] else b),
+             ("bs", bs), ("bz", bz), ("c", c)]
+    if out == "quant":
+        inits += [("ys", np.array(_F32(0.4))), ("yz", np.array(9, np.uint8))]
+    a_in = a.T.copy() if trans[0] else a
+    sess = _session("QGemm", [("a", a_in)], inits, ("y", _F32 if out == "float" else np.uint8),
+                    dict(alpha=0.5, transA=trans[0], transB=trans[1]), domain="com.microsoft")
+    y = sess.run(None, {"a": a_in})[0]
+    acc = _mm_ref(a, az, b, bz) + c
+    mult = (_F32(0.5) * asc * bs).astype(_F32)
+    if out == "float":
+        np.testing.assert_array_equal(y, acc.astype(_F32) * mult)
+    else:
+        np.testing.assert_array_equal(y, _requant(acc, (mult / _F32(0.4)).astype(_F32), 9,
+                                                  np.uint8))
+
+
+def test_matmul_integer_to_float_exact():
+    a = _q((2, 7, 50), np.int8)
+    b = _q((50, 18), np.int8)
+    az, bz = _q((), np.int8), _q((18,), np.int8)
+    asc, bs = _F32(0.1), (RNG.random(18) * 0.01).astype(_F32)
+    bias = RNG.standard_normal(18).astype(_F32)
+    sess = _session("MatMulIntegerToFloat", [("a", a)],
+                    [("b", b), ("as", np.array(asc)), ("bs", bs), ("az", az), ("bz", bz),
+                     ("bias", bias)], ("y", _F32), {}, domain="com.microsoft")
+    y = sess.run(None, {"a": a})[0]
+    ref = _mm_ref(a, az, b, bz).astype(_F32) * (asc * bs).astype(_F32) + bias
+    np.testing.assert_array_equal(y, ref)
+
+
+# -- MatMulNBits: its float product against onnxruntime -------------------------------------
+
+@pytest.mark.parametrize("m", [1, 3, 17])
+@pytest.mark.parametrize("bits,block,zp", [(4, 32, "packed"), (4, 16, None), (8, 32, "packed"),
+                                           (2, 16, "packed"), (4, 64, "float")])
+def test_matmul_nbits_compiled(m, bits, block, zp):
+    """Decoding rows (M <= 4: the per-block sums) and prompt rows (dequantized bands and
+    sgemm) with every code width; K not a multiple of the block (a ragged last block)."""
+    from kernels.contrib_oracle import assert_close, both
+
+    k, n = 100, 45
+    kb = -(-k // block)
+    b = _q((n, kb, block * bits // 8), np.uint8)
+    s = (RNG.random((n, kb)) * 0.1 + 0.01).astype(_F32)
+    if zp == "packed":
+        z = _q((n, -(-kb * bits // 8)), np.uint8)
+    elif zp == "float":
+        z = (RNG.random((n, kb)) * (1 << bits)).astype(_F32)
+    else:
+        z = None
+    ins = [("a", RNG.standard_normal((m, k)).astype(_F32)), ("b", b), ("s", s), ("z", z),
+           ("g", None), ("bias", RNG.standard_normal(n).astype(_F32))]
+    assert_close(*both("MatMulNBits", ins, consts=("b", "s", "z"), K=k, N=n, bits=bits,
+                       block_size=block), rtol=1e-4, atol=1e-4)

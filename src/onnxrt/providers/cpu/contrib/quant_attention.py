@@ -32,7 +32,7 @@ class QAttention:
             raise ValueError("QAttention: past_present_share_buffer=1 is not supported")
         self.att = Attention(node)
         self.att.heads = None       # the compiled path reads float weights; this has none
-        self.packed = igemm.prepack(node, 1, 7)
+        self.packed = igemm.prepack(node, 1, 7, warm=igemm.Epilogue(igemm.MODE_FLOAT, _F32))
 
     def __call__(self, x, weight, bias, input_scale, weight_scale, mask_index=None,
                  input_zero_point=None, weight_zero_point=None, past=None):
@@ -52,9 +52,8 @@ class QAttention:
         pb = self.packed
         if (pb is not None and mult.size in (1, n_cols) and np.size(bias) == n_cols
                 and igemm.usable(x, input_zero_point)):
-            m, rc = igemm.per_column(mult, n_cols)
-            epi = igemm.Epilogue(igemm.MODE_FLOAT, _F32, scale=m, s_rc=rc,
-                                 fbias=np.asarray(bias, _F32), b_rc=(0, 1))
+            epi = igemm.Epilogue(igemm.MODE_FLOAT, _F32, scale=mult,
+                                 fbias=np.asarray(bias, _F32), per_col=True)
             qkv = igemm.product(x, input_zero_point, pb, epi)
             return self.att.attend_qkv(qkv, mask_index, past, None, dt)
         acc = matmul_integer(x, weight, input_zero_point,

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from onnxrt.execute import intra
+from onnxrt.ir.dtypes import np_dtype
 from onnxrt.providers.cpu.nn import jit
 
 __all__ = ["kernels", "pack_panels", "pack_rows", "Epilogue", "gemm", "MODE_INT",
@@ -48,40 +49,59 @@ _PAR_MIN = 1 << 21
 
 # -- compiled pieces (plain Python, compiled by _build) -------------------------------------
 
-def _emit(tile, r_n, c_n, out, orow, ocol, mode, scale, s_r, s_c, ibias, fbias, b_r, b_c,
-          zp, qlo, qhi):
+def _emit(tile, r_n, c_n, out, orow, ocol, mode, per_col, scale, s_r, ibias, b_r, fbias,
+          f_r, zp, qlo, qhi):
     """Write the int32 tile's first r_n rows and c_n columns to out[orow + i, ocol + j]:
     MODE_INT the sums (+ ibias), MODE_FLOAT float32(acc + ibias) * scale + fbias, MODE_QUANT
-    rint(float32(acc + ibias) * scale) + zp saturated to [qlo, qhi]. A parameter's index
-    is (row * s_r + column * s_c) (per row, per column or scalar)."""
+    rint(float32(acc + ibias) * scale) + zp saturated to [qlo, qhi]. Parameters are per
+    column (``per_col``: arrays of the output's width) or per row (index row * stride:
+    stride 0 for one value); the loops are split so that each vectorizes."""
     for i in range(r_n):
         ri = orow + i
-        orow_v = out[ri]
-        tr = tile[i]
-        s0 = ri * s_r + ocol * s_c
-        b0 = ri * b_r + ocol * b_c
-        if mode == 0:
-            for j in range(c_n):
-                orow_v[ocol + j] = tr[j] + ibias[b0 + j * b_c]
-        elif mode == 1:
-            for j in range(c_n):
-                orow_v[ocol + j] = (np.float32(tr[j] + ibias[b0 + j * b_c]) * scale[s0 + j * s_c]
-                                    + fbias[b0 + j * b_c])
+        o = out[ri, ocol:ocol + c_n]
+        t = tile[i]
+        if per_col:
+            sv = scale[ocol:ocol + c_n]
+            iv = ibias[ocol:ocol + c_n]
+            fv = fbias[ocol:ocol + c_n]
+            if mode == 0:
+                for j in range(c_n):
+                    o[j] = t[j] + iv[j]
+            elif mode == 1:
+                for j in range(c_n):
+                    o[j] = np.float32(t[j] + iv[j]) * sv[j] + fv[j]
+            else:
+                for j in range(c_n):
+                    v = np.rint(np.float32(t[j] + iv[j]) * sv[j]) + zp
+                    o[j] = np.int32(min(max(v, qlo), qhi))
         else:
-            for j in range(c_n):
-                v = np.float32(tr[j] + ibias[b0 + j * b_c]) * scale[s0 + j * s_c]
-                v = np.rint(v) + zp
-                orow_v[ocol + j] = min(max(v, qlo), qhi)
+            _emit_row(t, c_n, o, mode, scale[ri * s_r], ibias[ri * b_r], fbias[ri * f_r], zp,
+                      qlo, qhi)
 
 
-def _gemm_bands(a16, bp, m, n, band, out, mode, scale, s_r, s_c, ibias, fbias, b_r, b_c, zp,
-                qlo, qhi, lo, hi):
+def _emit_row(t, c_n, o, mode, sc, ib, fb, zp, qlo, qhi):
+    """One row of _emit with its parameters as scalars."""
+    if mode == 0:
+        for j in range(c_n):
+            o[j] = t[j] + ib
+    elif mode == 1:
+        for j in range(c_n):
+            o[j] = np.float32(t[j] + ib) * sc + fb
+    else:
+        for j in range(c_n):
+            v = np.rint(np.float32(t[j] + ib) * sc) + zp
+            o[j] = np.int32(min(max(v, qlo), qhi))
+
+
+def _gemm_bands(a16, bp, m, n, band, out, mode, per_col, scale, s_r, ibias, b_r, fbias, f_r,
+                zp, qlo, qhi, lo, hi):
     """out[:m, :n] <- epilogue(a16 @ panels) over the panel bands lo..hi-1 (columns
     band*16*lo ...): a16 (Mp, Kp) int16 rows, bp (NP, Kp/2, 32) int16 panels."""
     kp2 = bp.shape[1]
     lda = a16.shape[1]
     n_p = bp.shape[0]
-    tile = np.empty((4, 16), np.int32)
+    w = band * 16
+    tile = np.empty((4, w), np.int32)      # a row block's sums over the band, then emitted
     ab = a16.ctypes.data
     bb = bp.ctypes.data
     tb = tile.ctypes.data
@@ -92,11 +112,12 @@ def _gemm_bands(a16, bp, m, n, band, out, mode, scale, s_r, s_c, ibias, fbias, b
             rows = min(4, m - i)
             for p in range(p0, p1):
                 if rows == 1:
-                    _tile1(ab + i * lda * 2, bb + p * kp2 * 64, kp2, tb)
+                    _tile1(ab + i * lda * 2, bb + p * kp2 * 64, kp2, tb + (p - p0) * 64)
                 else:
-                    _tile4(ab + i * lda * 2, lda, bb + p * kp2 * 64, kp2, tb, 16)
-                _emit(tile, rows, min(16, n - p * 16), out, i, p * 16, mode, scale, s_r,
-                      s_c, ibias, fbias, b_r, b_c, zp, qlo, qhi)
+                    _tile4(ab + i * lda * 2, lda, bb + p * kp2 * 64, kp2,
+                           tb + (p - p0) * 64, w)
+            _emit(tile, rows, min(w, n - p0 * 16), out, i, p0 * 16, mode, per_col, scale,
+                  s_r, ibias, b_r, fbias, f_r, zp, qlo, qhi)
 
 
 def _pack_rows(a, za, z_r, out):
@@ -118,6 +139,23 @@ def _im2col_band(x, img, c0, xz, cg, hh, ww, kh_n, kw_n, sh, sw, dh, dw, ph, pw,
     taps = kh_n * kw_n
     k_n = cg * taps
     n_q = q1 - q0
+    if taps == 1 and sh == 1 and sw == 1 and ph == 0 and pw == 0:
+        # a 1x1 conv's columns are the input's pixels
+        n_in = min(n_q, p_n - q0)
+        xf = x[img].reshape(-1)
+        for kk in range(kp):
+            half = kk & 1
+            kq = kk >> 1
+            if kk >= k_n:
+                for t in range(n_q):
+                    buf[t >> 4, kq, ((t & 15) << 1) + half] = 0
+                continue
+            base = (c0 + kk) * hh * ww + q0
+            for t in range(n_in):
+                buf[t >> 4, kq, ((t & 15) << 1) + half] = np.int16(xf[base + t]) - xz
+            for t in range(n_in, n_q):
+                buf[t >> 4, kq, ((t & 15) << 1) + half] = 0
+        return
     ih0 = np.empty(n_q, np.int64)
     iw0 = np.empty(n_q, np.int64)
     for t in range(n_q):
@@ -150,7 +188,7 @@ def _im2col_band(x, img, c0, xz, cg, hh, ww, kh_n, kw_n, sh, sw, dh, dw, ph, pw,
 
 
 def _conv_items(x, w16, xz, geo, m_g, groups, p_n, ow_n, band, out, mode, scale, s_r, ibias,
-                b_r, zp, qlo, qhi, lo, hi):
+                b_r, fbias, f_r, zp, qlo, qhi, lo, hi):
     """Items lo..hi-1 = (image, group, band of 16*band output pixels) of a 2-D conv:
     im2col of the band into panels (in cache), then every 4-row block of the group's
     weights w16 (G, Mgp, Kp) against them, the epilogue writing out (N, M, P)."""
@@ -159,8 +197,7 @@ def _conv_items(x, w16, xz, geo, m_g, groups, p_n, ow_n, band, out, mode, scale,
     kp2 = kp // 2
     n_band = -(-p_n // (16 * band))
     buf = np.empty((band, kp2, 32), np.int16)
-    tile = np.empty((4, 16), np.int32)
-    zf = np.zeros(1, np.float32)
+    tile = np.empty((4, band * 16), np.int32)
     bb = buf.ctypes.data
     tb = tile.ctypes.data
     for it in range(lo, hi):
@@ -177,60 +214,85 @@ def _conv_items(x, w16, xz, geo, m_g, groups, p_n, ow_n, band, out, mode, scale,
         o2 = out[img]
         for i in range(0, m_g, 4):
             for p in range(n_pan):
-                _tile4(wb + i * kp * 2, kp, bb + p * kp2 * 64, kp2, tb, 16)
-                _emit(tile, min(4, m_g - i), min(16, p_n - q0 - p * 16), o2, g * m_g + i,
-                      q0 + p * 16, mode, scale, s_r, 0, ibias, zf, b_r, 0, zp, qlo, qhi)
+                _tile4(wb + i * kp * 2, kp, bb + p * kp2 * 64, kp2, tb + p * 64, band * 16)
+            _emit(tile, min(4, m_g - i), min(n_pan * 16, p_n - q0), o2, g * m_g + i, q0, mode,
+                  False, scale, s_r, ibias, b_r, fbias, f_r, zp, qlo, qhi)
 
 
-def _dw_items(x, w16, xz, geo, mult, out, mode, scale, s_r, ibias, b_r, zp, qlo, qhi, lo,
-              hi):
+def _dw_items(x, w16, xz, geo, mult, out, mode, scale, s_r, ibias, b_r, fbias, f_r, zp, qlo,
+              qhi, lo, hi):
     """Planes lo..hi-1 (n * M + m) of a depthwise conv (one input channel per group, mult
-    outputs each): int32 sums of the shifted input per output row, taps with their valid
-    column ranges precomputed (no bounds test inside the row loops), then the epilogue."""
+    outputs each). The input plane, shifted by its zero point and zero padded, is split
+    into its stride phases and flattened (once per input channel) so that every tap is one
+    long contiguous int16 multiply-add over all output rows at once (the few columns past
+    each row's end are computed and dropped): short rows made per-row loops cost their
+    overhead (MobileNet's 24x24 planes, 3x slower)."""
     kh_n, kw_n, sh, sw, dh, dw, ph, pw = geo
-    c_n, hh, ww = x.shape[1], x.shape[2], x.shape[3]
+    hh, ww = x.shape[2], x.shape[3]
     m_all, oh_n, ow_n = out.shape[1], out.shape[2], out.shape[3]
-    acc = np.empty((1, ow_n), np.int32)
-    c0 = np.empty(kw_n, np.int64)
-    c1 = np.empty(kw_n, np.int64)
-    for kj in range(kw_n):
-        off = kj * dw - pw
-        a = 0 if off >= 0 else (-off + sw - 1) // sw
-        b = (ww - 1 - off) // sw + 1 if ww - 1 - off >= 0 else 0
-        c0[kj] = min(a, ow_n)
-        c1[kj] = max(min(b, ow_n), c0[kj])
-    zf = np.zeros(1, np.float32)
-    for pl in range(lo, hi):
-        img = pl // m_all
-        m = pl - img * m_all
-        c = m // mult
+    qh_n = oh_n + ((kh_n - 1) * dh) // sh
+    qw_n = ow_n + ((kw_n - 1) * dw) // sw
+    pl = qh_n * qw_n
+    taps = kh_n * kw_n
+    toff = np.empty(taps, np.int64)
+    for ki in range(kh_n):
+        for kj in range(kw_n):
+            rh = ki * dh
+            rw = kj * dw
+            toff[ki * kw_n + kj] = ((rh % sh) * sw + rw % sw) * pl + (rh // sh) * qw_n + \
+                rw // sw
+    buf = np.zeros(sh * sw * pl, np.int16)
+    length = (oh_n - 1) * qw_n + ow_n
+    acc = np.empty(length, np.int32)
+    last = -1
+    for it in range(lo, hi):
+        img = it // m_all
+        m = it - img * m_all
+        src = img * (m_all // mult) + m // mult
+        if src != last:
+            last = src
+            xp = x[img, m // mult]
+            for rh in range(sh):
+                for rw in range(sw):
+                    d0 = (rh * sw + rw) * pl
+                    for qh in range(qh_n):
+                        ih = qh * sh + rh - ph
+                        row = buf[d0 + qh * qw_n:d0 + (qh + 1) * qw_n]
+                        if ih < 0 or ih >= hh:
+                            for j in range(qw_n):
+                                row[j] = 0
+                            continue
+                        xr = xp[ih]
+                        # columns j whose input column j * sw + rw - pw is inside the row
+                        off = rw - pw
+                        j0 = min(qw_n, 0 if off >= 0 else (sw - 1 - off) // sw)
+                        j1 = max(j0, min(qw_n, (ww - 1 - off) // sw + 1)) \
+                            if ww - 1 - off >= 0 else j0
+                        for j in range(j0):
+                            row[j] = 0
+                        if sw == 1:
+                            seg = xr[j0 + off:j1 + off]
+                            for j in range(j1 - j0):
+                                row[j0 + j] = np.int16(seg[j]) - xz
+                        else:
+                            for j in range(j0, j1):
+                                row[j] = np.int16(xr[j * sw + off]) - xz
+                        for j in range(j1, qw_n):
+                            row[j] = 0
+        for i in range(length):
+            acc[i] = 0
+        for t in range(taps):
+            wv = np.int32(w16[m, t])
+            seg = buf[toff[t]:toff[t] + length]
+            for i in range(length):
+                acc[i] += np.int32(seg[i]) * wv
+        orows = out[img, m]
+        sc = scale[m * s_r]
+        ib = ibias[m * b_r]
+        fb = fbias[m * f_r]
         for oh in range(oh_n):
-            for j in range(ow_n):
-                acc[0, j] = 0
-            for ki in range(kh_n):
-                ih = oh * sh - ph + ki * dh
-                if ih < 0 or ih >= hh:
-                    continue
-                xr = x[img, c, ih]
-                for kj in range(kw_n):
-                    wv = np.int32(w16[m, ki * kw_n + kj])
-                    off = kj * dw - pw
-                    for j in range(c0[kj], c1[kj]):
-                        acc[0, j] += (np.int32(xr[j * sw + off]) - xz) * wv
-            _emit_row(acc, ow_n, out[img, m, oh], mode, scale[m * s_r], ibias[m * b_r], zp,
+            _emit_row(acc[oh * qw_n:oh * qw_n + ow_n], ow_n, orows[oh], mode, sc, ib, fb, zp,
                       qlo, qhi)
-
-
-def _emit_row(acc, n, orow, mode, sc, ib, zp, qlo, qhi):
-    for j in range(n):
-        a = acc[0, j] + ib
-        if mode == 0:
-            orow[j] = a
-        else:
-            v = np.float32(a) * sc
-            if mode == 2:
-                v = min(max(np.rint(v) + zp, qlo), qhi)
-            orow[j] = v
 
 
 def _tile_intrinsic(numba: Any, mr: int) -> Any:
@@ -307,7 +369,7 @@ def _build(numba: Any) -> dict[str, Any]:
     g["_tile4"] = _tile_intrinsic(numba, 4)
     g["_tile1"] = _tile_intrinsic(numba, 1)
     g["_emit"] = numba.njit(inline="always", error_model="numpy")(_emit)
-    g["_emit_row"] = numba.njit(inline="always", error_model="numpy")(_emit_row)
+    g["_emit_row"] = numba.njit(error_model="numpy")(_emit_row)
     g["_im2col_band"] = numba.njit(error_model="numpy")(_im2col_band)
     k = {"gemm": jit._njit(numba, _gemm_bands), "rows": jit._njit(numba, _pack_rows),
          "conv": jit._njit(numba, _conv_items), "dw": jit._njit(numba, _dw_items)}
@@ -358,38 +420,47 @@ def pack_rows(k: dict[str, Any], a: np.ndarray, za: np.ndarray, kp: int) -> np.n
 
 
 class Epilogue:
-    """What the tile write-out does: mode, and its parameters as flat arrays with their
-    (row, column) index strides (per row (1, 0), per column (0, 1), scalar (0, 0))."""
+    """What the tile write-out does: ``mode`` and its parameters, each one value or one per
+    output row (a conv's channels), or, with ``per_col``, one value or one per column (a
+    product's columns of B)."""
 
-    __slots__ = ("mode", "out_dtype", "scale", "s_rc", "ibias", "fbias", "b_rc", "zp", "qlo",
-                 "qhi")
+    __slots__ = ("mode", "out_dtype", "per_col", "scale", "ibias", "fbias", "zp", "qlo", "qhi")
 
     def __init__(self, mode: int, out_dtype: Any, scale: np.ndarray | None = None,
-                 s_rc: tuple[int, int] = (0, 0), ibias: np.ndarray | None = None,
-                 fbias: np.ndarray | None = None, b_rc: tuple[int, int] = (0, 0),
-                 zp: float = 0.0, qrange: tuple[int, int] = (0, 0)) -> None:
+                 ibias: np.ndarray | None = None, fbias: np.ndarray | None = None,
+                 per_col: bool = False, zp: float = 0.0,
+                 qrange: tuple[int, int] = (0, 0)) -> None:
         self.mode = mode
         self.out_dtype = np.dtype(out_dtype)
-        self.scale = np.ascontiguousarray(np.zeros(1, np.float32) if scale is None
-                                          else scale, np.float32).reshape(-1)
-        self.s_rc = s_rc
-        self.ibias = np.ascontiguousarray(np.zeros(1, np.int32) if ibias is None else ibias,
-                                          np.int32).reshape(-1)
-        self.fbias = np.ascontiguousarray(np.zeros(1, np.float32) if fbias is None else fbias,
-                                          np.float32).reshape(-1)
-        # both biases share one index: a scalar one is spread to the other's length
-        nb = max(self.ibias.size, self.fbias.size)
-        if self.ibias.size != nb:
-            self.ibias = np.full(nb, self.ibias[0], np.int32)
-        if self.fbias.size != nb:
-            self.fbias = np.full(nb, self.fbias[0], np.float32)
-        self.b_rc = b_rc
+        self.per_col = per_col
+        self.scale = _flat(scale, np.float32)
+        self.ibias = _flat(ibias, np.int32)
+        self.fbias = _flat(fbias, np.float32)
         self.zp = np.float32(zp)
         self.qlo, self.qhi = np.float32(qrange[0]), np.float32(qrange[1])
 
     @classmethod
     def raw(cls) -> Epilogue:
         return cls(MODE_INT, np.int32)
+
+    def args(self, n: int) -> tuple:
+        """The kernels' epilogue arguments (per_col, scale, s_r, ibias, b_r, fbias, f_r, zp,
+        qlo, qhi) for an output n wide: per-column parameters spread to n values."""
+        ps = []
+        for p in (self.scale, self.ibias, self.fbias):
+            if self.per_col:
+                if p.size not in (1, n):
+                    raise ValueError(f"an output parameter of {p.size} values for {n} columns")
+                ps += [p if p.size == n else np.full(n, p[0], p.dtype), 0]
+            else:
+                ps += [p, 1 if p.size > 1 else 0]
+        return (self.per_col, *ps, self.zp, self.qlo, self.qhi)
+
+
+def _flat(p: np.ndarray | None, dt: Any) -> np.ndarray:
+    # always a new writable array: a read-only one (a constant's view) is another type to
+    # the compiled kernels, compiled again at the first run
+    return np.array(np.zeros(1, dt) if p is None else p, dt).reshape(-1)
 
 
 def gemm(k: dict[str, Any], a: np.ndarray, za: np.ndarray, bp: np.ndarray, n: int,
@@ -407,8 +478,7 @@ def gemm(k: dict[str, Any], a: np.ndarray, za: np.ndarray, bp: np.ndarray, n: in
         return out
     band = max(1, min(bp.shape[0], _BAND_BYTES // max(1, kp * 32)))
     n_band = -(-bp.shape[0] // band)
-    args = (a16, bp, m, n, band, out, epi.mode, epi.scale, epi.s_rc[0], epi.s_rc[1],
-            epi.ibias, epi.fbias, epi.b_rc[0], epi.b_rc[1], epi.zp, epi.qlo, epi.qhi)
+    args = (a16, bp, m, n, band, out, epi.mode) + epi.args(n)
     spread = threads and m * n * kp >= _PAR_MIN
     if spread and n_band < intra.threads() and bp.shape[0] > 1:
         # fewer bands than threads: narrower bands
@@ -470,23 +540,6 @@ def product(a: np.ndarray, za: np.ndarray | None, pb: PackedB, epi: Epilogue) ->
     return y.reshape(a.shape[:-1] + (pb.n,))
 
 
-def per_column(p: np.ndarray | None, n: int) -> tuple[np.ndarray | None, tuple[int, int]]:
-    """A scalar or per-column parameter as a flat array with its index strides."""
-    if p is None:
-        return None, (0, 0)
-    p = np.asarray(p).reshape(-1)
-    if p.size == 1:
-        return p, (0, 0)
-    if p.size != n:
-        raise ValueError(f"a parameter of {p.size} values for {n} columns")
-    return p, (0, 1)
-
-
-def per_row(p: np.ndarray | None, m: int) -> tuple[np.ndarray | None, tuple[int, int]]:
-    p, rc = per_column(p, m)
-    return p, (rc[1], 0)
-
-
 class PackedConvW:
     """A constant conv weight (M, Cg, kh, kw) minus its zero point(s) as int16: rows of
     (G, Mg padded to 4, Kp) for the im2col product, or (M, taps) for depthwise."""
@@ -538,18 +591,16 @@ def conv2d(x: np.ndarray, xz: int, pw: PackedConvW, dil: list[int], st: list[int
         raise ValueError(f"the kernel {ks} (dilations {dil}) exceeds the padded input "
                          f"{(hh, ww)}")
     x = np.ascontiguousarray(x)
-    if epi.scale.size not in (1, pw.m) or epi.ibias.size not in (1, pw.m):
+    if epi.per_col or any(p.size not in (1, pw.m) for p in (epi.scale, epi.ibias, epi.fbias)):
         raise ValueError("conv epilogue parameters must be per tensor or per channel")
-    s_r = 1 if epi.scale.size > 1 else 0
-    b_r = 1 if epi.ibias.size > 1 else 0
+    ep = epi.args(pw.m)[1:]
     work = n * pw.m * oh * ow * pw.k
     spread = work >= _PAR_MIN
     if pw.depthwise:
         out = np.empty((n, pw.m, oh, ow), epi.out_dtype)
         geo = (kh, kw, st[0], st[1], dil[0], dil[1], pads[0], pads[1])
-        intra.for_ranges(k["dw"], (x, pw.rows, np.int32(xz), geo, pw.m // pw.group, out,
-                                   epi.mode, epi.scale, s_r, epi.ibias, b_r, epi.zp, epi.qlo,
-                                   epi.qhi), n * pw.m, spread)
+        intra.for_ranges(k["dw"], (x, pw.rows, np.int16(xz), geo, pw.m // pw.group, out,
+                                   epi.mode) + ep, n * pw.m, spread)
         return out if spatial_out == 2 else out.reshape(n, pw.m, ow)
     p_n = oh * ow
     kp = pw.rows.shape[2]
@@ -563,12 +614,40 @@ def conv2d(x: np.ndarray, xz: int, pw: PackedConvW, dil: list[int], st: list[int
     out = np.empty((n, pw.m, p_n), epi.out_dtype)
     geo = (pw.cg, hh, ww, kh, kw, st[0], st[1], dil[0], dil[1], pads[0], pads[1])
     intra.for_ranges(k["conv"], (x, pw.rows, np.int16(xz), geo, pw.m // pw.group, pw.group,
-                                 p_n, ow, band, out, epi.mode, epi.scale, s_r, epi.ibias, b_r,
-                                 epi.zp, epi.qlo, epi.qhi), items, spread)
+                                 p_n, ow, band, out, epi.mode) + ep, items, spread)
     return out.reshape((n, pw.m, oh, ow) if spatial_out == 2 else (n, pw.m, ow))
 
 
-def prepack(node: Any, b_idx: int, zb_idx: int, trans: bool = False) -> PackedB | None:
+def _a_dtype(node: Any, idx: int = 0) -> np.dtype:
+    dt = jit.input_dtype(node) if idx == 0 else None
+    return dt if dt in _Q8 else np.dtype(np.uint8)
+
+
+def warm_product(pb: PackedB, a_dtype: Any, epi: Epilogue) -> None:
+    """Compile (or load) now the kernels a run with these types takes: a run never
+    compiles."""
+    product(np.zeros((1, pb.k), a_dtype), None, pb, epi)
+
+
+def warm_conv(pw: PackedConvW, x_dtype: Any, epi: Epilogue) -> None:
+    x = np.zeros((1, pw.cg * pw.group) + (3,) * len(pw.ks), x_dtype)
+    k = len(pw.ks)
+    conv2d(x, 0, pw, [1] * k, [1] * k, [d - 1 for d in pw.ks] * 2, epi)
+
+
+def out_dtype(node: Any, default: Any) -> np.dtype:
+    """The node's first output element type where the graph declares it, else default."""
+    t = node.output_types[0] if node.output_types else None
+    if t is not None and t.HasField("tensor_type") and t.tensor_type.elem_type:
+        try:
+            return np.dtype(np_dtype(t.tensor_type.elem_type))
+        except Exception:
+            pass
+    return np.dtype(default)
+
+
+def prepack(node: Any, b_idx: int, zb_idx: int, trans: bool = False,
+            warm: Epilogue | None = None) -> PackedB | None:
     """The node's constant 8-bit 2-D B (input ``b_idx``, transposed with ``trans``) and its
     constant zero point (input ``zb_idx``, absent, one value or one per column) packed for
     the compiled product, once per session; None where that does not apply."""
@@ -582,4 +661,6 @@ def prepack(node: Any, b_idx: int, zb_idx: int, trans: bool = False) -> PackedB 
     zb = ci.get(zb_idx)
     if zb is not None and np.size(zb) not in (1, b.shape[1]):
         return None
-    return PackedB(b, zb)
+    pb = PackedB(b, zb)
+    warm_product(pb, _a_dtype(node), warm or Epilogue.raw())
+    return pb

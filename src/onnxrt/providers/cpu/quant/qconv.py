@@ -188,6 +188,11 @@ class _QConvBase:
                     and w.shape[0] % self.geo.group == 0
                     and (zw is None or np.size(zw) in (1, w.shape[0]))):
                 self.fast = igemm.PackedConvW(w, zw, self.geo.group)
+                q = node.op_type == "QLinearConv"
+                dt = igemm.out_dtype(node, np.uint8 if q else np.int32)
+                x_dt = igemm._a_dtype(node)
+                igemm.warm_conv(self.fast, x_dt, igemm.Epilogue(
+                    igemm.MODE_QUANT if q else igemm.MODE_INT, dt))
             else:
                 self.packed = _Packed(w, zw, self.geo.group)
 

@@ -79,7 +79,9 @@ class MatMulInteger:
 @CPU.kernel("QLinearMatMul", since=10)
 class QLinearMatMul:
     def __init__(self, node: NodeInfo) -> None:
-        self.packed = igemm.prepack(node, 3, 5)
+        dt = igemm.out_dtype(node, np.uint8)
+        self.packed = igemm.prepack(node, 3, 5, warm=igemm.Epilogue(igemm.MODE_QUANT, dt)) \
+            if dt in igemm._Q8 else None
 
     def __call__(self, a: np.ndarray, a_scale: np.ndarray, a_zero_point: np.ndarray,
                  b: np.ndarray, b_scale: np.ndarray, b_zero_point: np.ndarray,
@@ -91,9 +93,8 @@ class QLinearMatMul:
             sa = float_of(np.asarray(a_scale)).astype(_F32)
             sb = float_of(np.asarray(b_scale)).astype(_F32)
             sy = float_of(np.asarray(y_scale)).astype(_F32)
-            mult, rc = igemm.per_column(sa * sb / sy, pb.n)
             dt = np.asarray(y_zero_point).dtype
-            epi = igemm.Epilogue(igemm.MODE_QUANT, dt, scale=mult, s_rc=rc,
+            epi = igemm.Epilogue(igemm.MODE_QUANT, dt, scale=sa * sb / sy, per_col=True,
                                  zp=float(np.asarray(y_zero_point).reshape(())),
                                  qrange=int_range(dt))
             return igemm.product(a, a_zero_point, pb, epi)
