@@ -38,24 +38,121 @@ _F32 = np.float32
 
 def _gemv(ap, asum, b, scales, zps, bias, has_bias, y, bits, lo, hi):
     """y[m, n] for columns lo..hi-1: ap (M, per, blocks, bytes) the planes of A, asum (M,
-    blocks) its block sums, b (N, blocks, bytes) the codes, scales/zps (N, blocks)."""
+    blocks) its block sums, b (N, blocks, bytes) the codes, scales/zps (N, blocks). Lane j
+    of a block (its j-th byte) accumulates across blocks, scaled block by block: one
+    horizontal sum per output instead of one per block (a block is 16 bytes at 4 bits and
+    block size 32; summing each block across lanes cost 3x)."""
     m_n, per, kb, nb = ap.shape
     mask = (1 << bits) - 1
+    lanes = np.empty(nb, np.float32)
+    part = np.empty(nb, np.float32)
     for n in range(lo, hi):
+        bn = b[n]
+        sn = scales[n]
+        zn = zps[n]
         for m in range(m_n):
-            tot = np.float32(0)
+            for j in range(nb):
+                lanes[j] = 0
+            corr = np.float32(0)
             for blk in range(kb):
-                acc = np.float32(0)
-                brow = b[n, blk]
-                for p in range(per):
+                brow = bn[blk]
+                a0 = ap[m, 0, blk]
+                for j in range(nb):
+                    part[j] = a0[j] * np.float32(brow[j] & mask)
+                for p in range(1, per):
                     arow = ap[m, p, blk]
                     sh = bits * p
                     for j in range(nb):
-                        acc += arow[j] * np.float32((brow[j] >> sh) & mask)
-                tot += scales[n, blk] * (acc - zps[n, blk] * asum[m, blk])
+                        part[j] += arow[j] * np.float32((brow[j] >> sh) & mask)
+                sc = sn[blk]
+                for j in range(nb):
+                    lanes[j] += sc * part[j]
+                corr += sc * zn[blk] * asum[m, blk]
+            tot = np.float32(0)
+            for j in range(nb):
+                tot += lanes[j]
+            tot -= corr
             if has_bias:
                 tot += bias[n]
             y[m, n] = tot
+
+
+def _gemv4(ap, asum, b, scales, zps, bias, has_bias, y, bits, lo, hi):
+    """_gemv for 4-bit codes in blocks of 32 or more (16k bytes): each column's blocks go
+    through _dot4 (vector lanes written in LLVM IR: numba's own loops over 16-byte blocks
+    stayed scalar, as the lane array may alias the inputs for all LLVM knows)."""
+    m_n, kb, nb = ap.shape[0], ap.shape[2], ap.shape[3]
+    lanes = np.empty(16, np.float32)
+    lp = lanes.ctypes.data
+    for n in range(lo, hi):
+        bp = b[n].ctypes.data
+        sp = scales[n].ctypes.data
+        zn = zps[n]
+        for m in range(m_n):
+            _dot4(ap[m, 0].ctypes.data, ap[m, 1].ctypes.data, bp, kb, nb // 16, sp, lp)
+            corr = np.float32(0)
+            for blk in range(kb):
+                corr += scales[n, blk] * zn[blk] * asum[m, blk]
+            tot = np.float32(0)
+            for j in range(16):
+                tot += lanes[j]
+            tot -= corr
+            if has_bias:
+                tot += bias[n]
+            y[m, n] = tot
+
+
+def _dot4_intrinsic(numba: Any) -> Any:
+    """_dot4(a0, a1, b, kb, chunks, s, out): out[0:16] = sum over blocks k < kb of s[k] *
+    sum over the block's chunks c of (a0 * low nibbles + a1 * high nibbles) of 16 bytes;
+    a0/a1 float32 planes (kb * chunks * 16), b the codes, s float32 scales (addresses)."""
+    from llvmlite import ir
+    from numba.core import cgutils, types
+    from numba.extending import intrinsic
+
+    i8, i32, i64, f32 = ir.IntType(8), ir.IntType(32), ir.IntType(64), ir.FloatType()
+    v16i8, v16i32, v16f = ir.VectorType(i8, 16), ir.VectorType(i32, 16), ir.VectorType(f32, 16)
+
+    def k64(v: int) -> Any:
+        return ir.Constant(i64, v)
+
+    def codegen(context, builder, signature, args):
+        a0, a1, b, kb, chunks, sp, out = args
+        lanes = cgutils.alloca_once_value(builder, ir.Constant(v16f, None))
+        part = cgutils.alloca_once_value(builder, ir.Constant(v16f, None))
+        mask = ir.Constant(v16i32, [ir.Constant(i32, 15)] * 16)
+        four = ir.Constant(v16i32, [ir.Constant(i32, 4)] * 16)
+        zero16 = ir.Constant(v16i32, [ir.Constant(i32, 0)] * 16)
+        with cgutils.for_range(builder, kb) as blk_loop:
+            blk = blk_loop.index
+            builder.store(ir.Constant(v16f, None), part)
+            with cgutils.for_range(builder, chunks) as c_loop:
+                idx = builder.add(builder.mul(blk, chunks), c_loop.index)
+                bv = builder.load(builder.inttoptr(builder.add(b, builder.mul(idx, k64(16))),
+                                                   v16i8.as_pointer()), align=1)
+                bz = builder.zext(bv, v16i32)
+                lo = builder.sitofp(builder.and_(bz, mask), v16f)
+                hi = builder.sitofp(builder.lshr(bz, four), v16f)
+                off = builder.mul(idx, k64(64))
+                x0 = builder.load(builder.inttoptr(builder.add(a0, off), v16f.as_pointer()),
+                                  align=4)
+                x1 = builder.load(builder.inttoptr(builder.add(a1, off), v16f.as_pointer()),
+                                  align=4)
+                t = builder.fadd(builder.fmul(x0, lo), builder.fmul(x1, hi))
+                builder.store(builder.fadd(builder.load(part), t), part)
+            sc = builder.load(builder.inttoptr(builder.add(sp, builder.mul(blk, k64(4))),
+                                               f32.as_pointer()), align=4)
+            sv = builder.insert_element(ir.Constant(v16f, ir.Undefined), sc, ir.Constant(i32, 0))
+            sv = builder.shuffle_vector(sv, sv, zero16)
+            builder.store(builder.fadd(builder.load(lanes), builder.fmul(sv, builder.load(part))),
+                          lanes)
+        builder.store(builder.load(lanes), builder.inttoptr(out, v16f.as_pointer()), align=4)
+        return context.get_dummy_value()
+
+    @intrinsic
+    def dot4(typingctx, a0, a1, b, kb, chunks, s, out):
+        return types.void(*([types.int64] * 7)), codegen
+    return dot4
 
 
 def _tiles(gemm, a, b, scales, zps, gidx, has_g, bias, has_bias, y, bits, blk_size, nt, lo,
@@ -94,7 +191,9 @@ _SLOT: list[Any] = []
 
 
 def _build(numba: Any) -> dict[str, Any]:
+    globals()["_dot4"] = _dot4_intrinsic(numba)
     return {"gemv": jit._njit(numba, _gemv, fastmath={"reassoc", "contract"}),
+            "gemv4": jit._njit(numba, _gemv4),
             "tiles": jit._njit(numba, _tiles)}
 
 
@@ -151,7 +250,8 @@ class NBitsWeight:
         spread = work >= _PAR_MIN
         if m <= _GEMV_M and not self.has_g:
             ap, asum = self._planes(a)
-            intra.for_ranges(k["gemv"], (ap, asum, self.codes, self.scales, self.zps, bvec,
+            key = "gemv4" if self.bits == 4 and self.block >= 32 else "gemv"
+            intra.for_ranges(k[key], (ap, asum, self.codes, self.scales, self.zps, bvec,
                                          has_b, y, self.bits), self.n, spread)
             return y
         nt = max(16, min(256, (_TILE_BYTES // (4 * max(self.k, 1))) // 16 * 16))
