@@ -283,3 +283,24 @@ def test_matmul_nbits_compiled(m, bits, block, zp):
            ("g", None), ("bias", RNG.standard_normal(n).astype(_F32))]
     assert_close(*both("MatMulNBits", ins, consts=("b", "s", "z"), K=k, N=n, bits=bits,
                        block_size=block), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("m", [1, 9])
+def test_matmul_nbits_level4_compiled(m):
+    """accuracy_level 4 (int8 activations per block) on both compiled paths: as close to
+    onnxruntime as onnxruntime is to itself in float32, far from the float product."""
+    from kernels.contrib_oracle import both
+
+    k, n, block = 96, 40, 32
+    kb = k // block
+    b = _q((n, kb, 16), np.uint8)
+    s = (RNG.random((n, kb)) * 0.1 + 0.01).astype(_F32)
+    z = _q((n, -(-kb // 2)), np.uint8)
+    ins = [("a", RNG.standard_normal((m, k)).astype(_F32)), ("b", b), ("s", s), ("z", z)]
+    ref, got = both("MatMulNBits", ins, consts=("b", "s", "z"), K=k, N=n, bits=4,
+                    block_size=block, accuracy_level=4)
+    exact = both("MatMulNBits", ins, consts=("b", "s", "z"), K=k, N=n, bits=4,
+                 block_size=block)[1]
+    err_ref = np.abs(ref[0] - exact[0]).max()
+    assert err_ref > 1e-3
+    assert np.abs(got[0] - ref[0]).max() <= 0.05 * err_ref

@@ -372,11 +372,12 @@ class MatMulNBits:
         if a.shape[-1] != self.k:
             raise ValueError(f"MatMulNBits: A's last dimension is {a.shape[-1]}, K={self.k}")
         af = a.astype(_F32)
-        if self.level == 4 and self.bits in (4, 8):
-            af = self._quantize_a(af)
+        level4 = self.level == 4 and self.bits in (4, 8)
         if self.packed is not None:
-            y = self.packed.matmul(nbits.kernels(), af.reshape(-1, self.k), bias)
+            y = self.packed.matmul(nbits.kernels(), af.reshape(-1, self.k), bias, level4)
             return y.reshape(a.shape[:-1] + (self.n,)).astype(a.dtype, copy=False)
+        if level4:
+            af = self._quantize_a(af)
         w = self.w if self.w is not None else self.dequant(b, scales, zero_points, g_idx)
         y = np.matmul(af, w)
         if bias is not None:

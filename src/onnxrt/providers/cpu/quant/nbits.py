@@ -187,13 +187,45 @@ def _tiles(gemm, a, b, scales, zps, gidx, has_g, bias, has_bias, y, bits, blk_si
                     y[m, n0 + c] += bias[n0 + c]
 
 
+def _prep_a(a, block, per, level4, ap, asum):
+    """ap (M, per, blocks, block / per) <- A's planes (value k of a block in plane k % per,
+    position k // per; zero past K), asum (M, blocks) <- its block sums. With ``level4``
+    each block is first quantized to int8 as onnxruntime's accuracy_level 4 computes it
+    (scale max|a| / 127, round half to even, clipped to +-127) and scaled back."""
+    m_n, k = a.shape
+    kb = ap.shape[2]
+    vals = np.empty(block, np.float32)
+    for m in range(m_n):
+        for blk in range(kb):
+            k0 = blk * block
+            cnt = min(block, k - k0)
+            for j in range(cnt):
+                vals[j] = a[m, k0 + j]
+            for j in range(cnt, block):
+                vals[j] = 0
+            if level4:
+                amax = np.float32(0)
+                for j in range(block):
+                    amax = max(amax, abs(vals[j]))
+                sc = amax / np.float32(127)
+                inv = np.float32(1) / sc if sc != 0 else np.float32(0)
+                for j in range(block):
+                    q = min(max(np.rint(vals[j] * inv), np.float32(-127)), np.float32(127))
+                    vals[j] = q * sc
+            tot = np.float32(0)
+            for j in range(block):
+                ap[m, j % per, blk, j // per] = vals[j]
+                tot += vals[j]
+            asum[m, blk] = tot
+
+
 _SLOT: list[Any] = []
 
 
 def _build(numba: Any) -> dict[str, Any]:
     globals()["_dot4"] = _dot4_intrinsic(numba)
     return {"gemv": jit._njit(numba, _gemv, fastmath={"reassoc", "contract"}),
-            "gemv4": jit._njit(numba, _gemv4),
+            "gemv4": jit._njit(numba, _gemv4), "prep": jit._njit(numba, _prep_a),
             "tiles": jit._njit(numba, _tiles)}
 
 
@@ -224,22 +256,30 @@ class NBitsWeight:
         k = kernels()
         if k is None:
             return
-        a = np.zeros((1, self.k), _F32)
-        self.matmul(k, a, None)                  # the gemv path compiled (or loaded) now
-        self.matmul(k, np.zeros((_GEMV_M + 1, self.k), _F32), None)
+        for lv in (False, True):    # both paths compiled (or loaded) now, not in a run
+            self.matmul(k, np.zeros((1, self.k), _F32), None, lv)
+            self.matmul(k, np.zeros((_GEMV_M + 1, self.k), _F32), None, lv)
 
-    def _planes(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def planes(self, k: dict[str, Any], a: np.ndarray, level4: bool
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """A's planes and block sums for the gemv kernels (see _prep_a)."""
         m = a.shape[0]
         per = 8 // self.bits
-        kp = self.kb * self.block
-        ap = np.zeros((m, kp), _F32)
-        ap[:, :self.k] = a
-        blocks = ap.reshape(m, self.kb, self.block // per, per)
-        asum = blocks.sum(axis=(2, 3), dtype=_F32)
-        return np.ascontiguousarray(blocks.transpose(0, 3, 1, 2)), asum
+        ap = np.empty((m, per, self.kb, self.block // per), _F32)
+        asum = np.empty((m, self.kb), _F32)
+        k["prep"](np.ascontiguousarray(a, _F32), self.block, per, level4, ap, asum)
+        return ap, asum
 
-    def matmul(self, k: dict[str, Any], a: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
-        """a (M, K) float32 @ dequant(W)^T (+ bias) -> (M, N) float32."""
+    def quantize_a(self, k: dict[str, Any], a: np.ndarray) -> np.ndarray:
+        """A as onnxruntime's accuracy_level 4 sees it (int8 per block, scaled back)."""
+        ap, _ = self.planes(k, a, True)
+        full = ap.transpose(0, 2, 3, 1).reshape(a.shape[0], -1)
+        return np.ascontiguousarray(full[:, :self.k])
+
+    def matmul(self, k: dict[str, Any], a: np.ndarray, bias: np.ndarray | None,
+               level4: bool = False) -> np.ndarray:
+        """a (M, K) float32 @ dequant(W)^T (+ bias) -> (M, N) float32; ``level4``: A
+        quantized per block to int8 first (onnxruntime's accuracy_level 4)."""
         m = a.shape[0]
         y = np.empty((m, self.n), _F32)
         has_b = bias is not None
@@ -249,7 +289,7 @@ class NBitsWeight:
         work = m * self.n * self.k
         spread = work >= _PAR_MIN
         if m <= _GEMV_M and not self.has_g:
-            ap, asum = self._planes(a)
+            ap, asum = self.planes(k, a, level4)
             key = "gemv4" if self.bits == 4 and self.block >= 32 else "gemv"
             intra.for_ranges(k[key], (ap, asum, self.codes, self.scales, self.zps, bvec,
                                          has_b, y, self.bits), self.n, spread)
@@ -259,6 +299,8 @@ class NBitsWeight:
         if spread and n_t < intra.threads() and self.n > 16:
             nt = max(16, -(-self.n // intra.threads()))
             n_t = -(-self.n // nt)
+        if level4:
+            a = self.quantize_a(k, a)
         intra.for_ranges(k["tiles"], (blas.gemm(_F32), np.ascontiguousarray(a, _F32),
                                       self.codes, self.scales, self.zps, self.gidx,
                                       self.has_g, bvec, has_b, y, self.bits, self.block, nt),
