@@ -301,10 +301,15 @@ class MatMulNBits:
             if nbits.kernels() is not None:
                 # the codes stay packed; the compiled product unpacks them block by block
                 self._check(b, scales, g_idx)
-                self.packed = nbits.NBitsWeight(
-                    b, np.asarray(scales).astype(_F32), self._zero_points(zp), g_idx,
-                    self.k, self.n, self.bits, self.block)
-            else:
+                try:
+                    self.packed = nbits.NBitsWeight(
+                        b, np.asarray(scales).astype(_F32), self._zero_points(zp), g_idx,
+                        self.k, self.n, self.bits, self.block)
+                except ValueError:
+                    raise
+                except Exception:   # the compiled kernels failed to build here: NumPy path
+                    self.packed = None
+            if self.packed is None:
                 self.w = self.dequant(b, scales, zp, g_idx)
 
     def _check(self, b: np.ndarray, scales: np.ndarray,

@@ -662,5 +662,8 @@ def prepack(node: Any, b_idx: int, zb_idx: int, trans: bool = False,
     if zb is not None and np.size(zb) not in (1, b.shape[1]):
         return None
     pb = PackedB(b, zb)
-    warm_product(pb, _a_dtype(node), warm or Epilogue.raw())
+    try:
+        warm_product(pb, _a_dtype(node), warm or Epilogue.raw())
+    except Exception:       # a kernel failed to compile here: the NumPy path runs
+        return None
     return pb

@@ -33,6 +33,10 @@ __all__ = ["kernels", "NBitsWeight"]
 _GEMV_M = 4
 _TILE_BYTES = 192 << 10
 _PAR_MIN = 1 << 20
+# decoding rows split their columns over the threads from this many codes: below it the
+# split cost more than it saved (genai small int4 decode step, MatMulNBits 2.3 ms/step on
+# one thread each against 3.2 split from 2**18 codes)
+_GEMV_PAR_MIN = 1 << 20
 _F32 = np.float32
 
 
@@ -77,7 +81,7 @@ def _gemv(ap, asum, b, scales, zps, bias, has_bias, y, bits, lo, hi):
             y[m, n] = tot
 
 
-def _gemv4(ap, asum, b, scales, zps, bias, has_bias, y, bits, lo, hi):
+def _gemv4(ap, asum, b, scales, szp, bias, has_bias, y, bits, lo, hi):
     """_gemv for 4-bit codes in blocks of 32 or more (16k bytes): each column's blocks go
     through _dot4 (vector lanes written in LLVM IR: numba's own loops over 16-byte blocks
     stayed scalar, as the lane array may alias the inputs for all LLVM knows)."""
@@ -87,12 +91,13 @@ def _gemv4(ap, asum, b, scales, zps, bias, has_bias, y, bits, lo, hi):
     for n in range(lo, hi):
         bp = b[n].ctypes.data
         sp = scales[n].ctypes.data
-        zn = zps[n]
+        zn = szp[n]
         for m in range(m_n):
             _dot4(ap[m, 0].ctypes.data, ap[m, 1].ctypes.data, bp, kb, nb // 16, sp, lp)
+            am = asum[m]
             corr = np.float32(0)
             for blk in range(kb):
-                corr += scales[n, blk] * zn[blk] * asum[m, blk]
+                corr += zn[blk] * am[blk]
             tot = np.float32(0)
             for j in range(16):
                 tot += lanes[j]
@@ -116,6 +121,13 @@ def _dot4_intrinsic(numba: Any) -> Any:
     def k64(v: int) -> Any:
         return ir.Constant(i64, v)
 
+    def vfma(module: Any) -> Any:
+        """llvm.fma on 16 floats (declared once per module)."""
+        fn = module.globals.get("llvm.fma.v16f32")
+        if fn is None:
+            fn = ir.Function(module, ir.FunctionType(v16f, [v16f] * 3), name="llvm.fma.v16f32")
+        return fn
+
     def codegen(context, builder, signature, args):
         a0, a1, b, kb, chunks, sp, out = args
         lanes = cgutils.alloca_once_value(builder, ir.Constant(v16f, None))
@@ -138,13 +150,15 @@ def _dot4_intrinsic(numba: Any) -> Any:
                                   align=4)
                 x1 = builder.load(builder.inttoptr(builder.add(a1, off), v16f.as_pointer()),
                                   align=4)
-                t = builder.fadd(builder.fmul(x0, lo), builder.fmul(x1, hi))
-                builder.store(builder.fadd(builder.load(part), t), part)
+                fma = vfma(builder.module)
+                acc = builder.call(fma, [x0, lo, builder.load(part)])
+                builder.store(builder.call(fma, [x1, hi, acc]), part)
             sc = builder.load(builder.inttoptr(builder.add(sp, builder.mul(blk, k64(4))),
                                                f32.as_pointer()), align=4)
             sv = builder.insert_element(ir.Constant(v16f, ir.Undefined), sc, ir.Constant(i32, 0))
             sv = builder.shuffle_vector(sv, sv, zero16)
-            builder.store(builder.fadd(builder.load(lanes), builder.fmul(sv, builder.load(part))),
+            fma = vfma(builder.module)
+            builder.store(builder.call(fma, [sv, builder.load(part), builder.load(lanes)]),
                           lanes)
         builder.store(builder.load(lanes), builder.inttoptr(out, v16f.as_pointer()), align=4)
         return context.get_dummy_value()
@@ -225,7 +239,8 @@ _SLOT: list[Any] = []
 def _build(numba: Any) -> dict[str, Any]:
     globals()["_dot4"] = _dot4_intrinsic(numba)
     return {"gemv": jit._njit(numba, _gemv, fastmath={"reassoc", "contract"}),
-            "gemv4": jit._njit(numba, _gemv4), "prep": jit._njit(numba, _prep_a),
+            "gemv4": jit._njit(numba, _gemv4, fastmath={"reassoc", "contract"}),
+            "prep": jit._njit(numba, _prep_a),
             "tiles": jit._njit(numba, _tiles)}
 
 
@@ -247,6 +262,7 @@ class NBitsWeight:
         self.codes = np.ascontiguousarray(b, np.uint8).reshape(n, self.kb, block * bits // 8)
         self.scales = np.ascontiguousarray(scales, _F32).reshape(n, self.kb)
         self.zps = np.ascontiguousarray(zps, _F32).reshape(n, self.kb)
+        self.szp = self.scales * self.zps        # scale * zero point, the blocks' offsets
         self.gidx = (np.zeros(1, np.int64) if g_idx is None
                      else np.ascontiguousarray(g_idx, np.int64).reshape(-1))
         self.has_g = g_idx is not None
@@ -290,9 +306,11 @@ class NBitsWeight:
         spread = work >= _PAR_MIN
         if m <= _GEMV_M and not self.has_g:
             ap, asum = self.planes(k, a, level4)
-            key = "gemv4" if self.bits == 4 and self.block >= 32 else "gemv"
-            intra.for_ranges(k[key], (ap, asum, self.codes, self.scales, self.zps, bvec,
-                                         has_b, y, self.bits), self.n, spread)
+            four = self.bits == 4 and self.block >= 32
+            intra.for_ranges(k["gemv4" if four else "gemv"],
+                             (ap, asum, self.codes, self.scales,
+                              self.szp if four else self.zps, bvec, has_b, y, self.bits),
+                             self.n, work >= _GEMV_PAR_MIN)
             return y
         nt = max(16, min(256, (_TILE_BYTES // (4 * max(self.k, 1))) // 16 * 16))
         n_t = -(-self.n // nt)

@@ -190,10 +190,12 @@ class _QConvBase:
                 self.fast = igemm.PackedConvW(w, zw, self.geo.group)
                 q = node.op_type == "QLinearConv"
                 dt = igemm.out_dtype(node, np.uint8 if q else np.int32)
-                x_dt = igemm._a_dtype(node)
-                igemm.warm_conv(self.fast, x_dt, igemm.Epilogue(
-                    igemm.MODE_QUANT if q else igemm.MODE_INT, dt))
-            else:
+                try:
+                    igemm.warm_conv(self.fast, igemm._a_dtype(node), igemm.Epilogue(
+                        igemm.MODE_QUANT if q else igemm.MODE_INT, dt))
+                except Exception:   # a kernel failed to compile here: the NumPy path
+                    self.fast = None
+            if self.fast is None:
                 self.packed = _Packed(w, zw, self.geo.group)
 
     def _compiled(self, x: np.ndarray, x_zp: np.ndarray | None,
