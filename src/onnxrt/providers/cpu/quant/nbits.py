@@ -186,13 +186,31 @@ def _tiles(gemm, a, b, scales, zps, gidx, has_g, bias, has_bias, y, bits, blk_si
         for c in range(n1 - n0):
             n = n0 + c
             row = buf[c]
-            for kk in range(k):
-                pb = kk // blk_size
-                off = kk - pb * blk_size
-                g = gidx[kk] if has_g else pb
-                q = np.float32((b[n, pb, off // per] >> (bits * (off % per))) & mask)
-                s = scales[n, g]
-                row[kk] = q * s - s * zps[n, g]
+            if has_g:
+                for kk in range(k):
+                    pb = kk // blk_size
+                    off = kk - pb * blk_size
+                    g = gidx[kk]
+                    q = np.float32((b[n, pb, off // per] >> (bits * (off % per))) & mask)
+                    s = scales[n, g]
+                    row[kk] = q * s - s * zps[n, g]
+                continue
+            for pb in range(b.shape[1]):
+                s = scales[n, pb]
+                sz = s * zps[n, pb]
+                k0 = pb * blk_size
+                brow = b[n, pb]
+                if per == 2 and k0 + blk_size <= k:
+                    # whole 4-bit blocks: two values a byte, no index arithmetic per value
+                    seg = row[k0:k0 + blk_size]
+                    for j in range(blk_size // 2):
+                        v = brow[j]
+                        seg[2 * j] = np.float32(np.int32(v & 15)) * s - sz
+                        seg[2 * j + 1] = np.float32(np.int32(v >> 4)) * s - sz
+                    continue
+                for off in range(min(blk_size, k - k0)):
+                    q = np.float32((brow[off // per] >> (bits * (off % per))) & mask)
+                    row[k0 + off] = q * s - sz
         gemm(101, 111, 112, m_n, n1 - n0, k, one, a.ctypes.data, k, buf.ctypes.data, k, zero,
              y.ctypes.data + n0 * 4, n_all)
         if has_bias:
