@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import TensorProto as TP
 from onnx import helper as oh
 from onnx import numpy_helper
 
