@@ -161,6 +161,14 @@ def test_wrong_paths_and_modules_without_providers(tmp_path):
     folder.mkdir()
     with pytest.raises(ort.Fail, match="no __init__.py"):
         ort.register_execution_provider_library("x", str(folder))
+    plain = tmp_path / "plain_eps.py"
+    plain.write_text(LIBRARY.replace('    ep_vendor = "Contoso"\n', ""))
+    ort.register_execution_provider_library("plain", str(plain))
+    try:   # no ep_vendor: the registration name, not the generated module's
+        (dev,) = [d for d in ort.get_ep_devices() if d.ep_name == "LibGpuExecutionProvider"]
+        assert dev.ep_vendor == "plain"
+    finally:
+        ort.unregister_execution_provider_library("plain")
     assert libraries.registered_libraries() == {}
     assert not [m for m in sys.modules if m.startswith("_onnxrt_ep_library_x")]
 

@@ -51,7 +51,8 @@ class OrtEpDevice:
 
     @property
     def ep_vendor(self) -> str:
-        return self._cls.ep_vendor or self._cls.__module__.split(".")[0]
+        # unset: the library's registration name, else the provider's top-level package
+        return self._cls.ep_vendor or self._library or self._cls.__module__.split(".")[0]
 
     @property
     def ep_metadata(self) -> dict[str, str]:
