@@ -34,10 +34,13 @@ from onnxrt.options import (ExecutionMode, ExecutionOrder, GraphOptimizationLeve
 from onnxrt.session import InferenceSession
 from onnxrt.alias import install_as_onnxruntime, uninstall_as_onnxruntime
 from onnxrt.allocators import (OrtArenaCfg, OrtDevice, OrtDeviceMemoryType, OrtDeviceVendorId,
-                               OrtEpDevice, OrtHardwareDevice, OrtHardwareDeviceType,
                                OrtMemoryInfo, OrtMemoryInfoDeviceType,
-                               create_and_register_allocator, create_and_register_allocator_v2,
-                               get_ep_devices)
+                               create_and_register_allocator, create_and_register_allocator_v2)
+from onnxrt.framework.devices import DeviceSupport, OrtHardwareDevice, OrtHardwareDeviceType
+from onnxrt.framework.ep_devices import OrtEpDevice, get_ep_devices
+from onnxrt.framework.libraries import (register_execution_provider_library,
+                                        unregister_execution_provider_library)
+from onnxrt.framework.selection import OrtExecutionProviderDevicePolicy
 from onnxrt.lora import AdapterFormat, LoraAdapter
 from onnxrt.sparse import OrtSparseFormat, SparseTensor
 from onnxrt.values import (IOBinding, ModelMetadata, NodeArg, OrtValue, OrtValueVector,
@@ -65,7 +68,8 @@ __all__ = [
     "AdapterFormat", "LoraAdapter", "install_as_onnxruntime", "uninstall_as_onnxruntime",
     "enable_telemetry_events", "disable_telemetry_events", "set_default_logger_verbosity",
     "DeviceReset", "OrtEpAssignedNode", "OrtEpAssignedSubgraph", "preload_dlls",
-    "has_collective_ops",
+    "has_collective_ops", "OrtExecutionProviderDevicePolicy", "DeviceSupport",
+    "register_execution_provider_library", "unregister_execution_provider_library",
 ]
 
 

@@ -18,7 +18,8 @@ from onnxrt.execute.parallel import execute_plan_parallel, parallel_info
 from onnxrt.execute.profiler import Profiler
 from onnxrt.execute.threads import default_threads, limit_threads, rescan_libraries
 from onnxrt.execute.feeds import InputSpec, host_output, prepare_feeds
-from onnxrt.framework.registry import _entry_name, default_providers, resolve_providers
+from onnxrt.framework.registry import (_entry_name, default_providers, resolve_providers,
+                                       session_providers)
 from onnxrt.ir.load import load_model
 from onnxrt.passes import optimize
 from onnxrt.options import ExecutionMode, GraphOptimizationLevel, RunOptions, SessionOptions
@@ -98,7 +99,7 @@ class InferenceSession:
         so = self._sess_options
         cfg = so._config
         if providers is None and so.has_providers():
-            providers = list(so._providers)
+            providers = session_providers(so, self._loaded)
         use_defaults = cfg.get("session.use_default_providers", "1") != "0"
         eps = resolve_providers(providers, provider_options,
                                 cfg.get("session.provider_fallback", "warn"),
@@ -183,8 +184,11 @@ class InferenceSession:
     def placement_report(self) -> str:
         """A readable account of where every node runs, why the providers ranked above it
         declined it, the number of partitions, and every device copy."""
-        return placement_report(self._partition, self._plan.steps, self._planner.copies,
-                                self._planner.folded, self._model.graph.name)
+        from onnxrt.framework.selection import selection_note
+
+        return selection_note(self._providers) + placement_report(
+            self._partition, self._plan.steps, self._planner.copies, self._planner.folded,
+            self._model.graph.name)
 
     def get_provider_stats(self) -> dict[str, dict[str, int]]:
         """Per provider: runs seen, device copies and bytes moved."""
@@ -231,7 +235,7 @@ class InferenceSession:
     def get_input_epdevices(self) -> list[Any]:
         """Per input, the OrtEpDevice of the provider on whose device it is read: the
         provider that reads it straight from its own device, else the CPU provider."""
-        from onnxrt.allocators import ep_device_for
+        from onnxrt.framework.ep_devices import ep_device_for
 
         out = []
         for a in self._inputs:
