@@ -118,6 +118,48 @@ def test_registered_chosen_by_policy_and_unregistered(library):
                                 ).get_providers()[0] == "LibGpuExecutionProvider"
 
 
+CPU_LIBRARY = '''
+import onnxrt as ort
+
+kernels = ort.KernelRegistry("LibCpuExecutionProvider")
+
+
+@kernels.kernel("Mul", since=7)
+def mul(a, b):
+    return a * b
+
+
+class LibCpuExecutionProvider(ort.ExecutionProvider):
+    name = "LibCpuExecutionProvider"
+    kernels = kernels
+
+    @classmethod
+    def supported_devices(cls, devices):
+        return [ort.DeviceSupport(d) for d in devices
+                if d.type == ort.OrtHardwareDeviceType.CPU]
+'''
+
+
+def test_default_policy_takes_a_registered_cpu_library(tmp_path):
+    path = tmp_path / "cpu_eps.py"
+    path.write_text(CPU_LIBRARY)
+
+    def default_session():
+        so = ort.SessionOptions()
+        so.set_provider_selection_policy(ort.OrtExecutionProviderDevicePolicy.DEFAULT)
+        return ort.InferenceSession(mul_relu(), sess_options=so)
+
+    assert default_session().get_providers() == ["CPUExecutionProvider"]
+    ort.register_execution_provider_library("cpu_eps", str(path))
+    try:
+        sess = default_session()
+        assert sess.get_providers() == ["LibCpuExecutionProvider", "CPUExecutionProvider"]
+        assert "chosen by the provider selection policy DEFAULT" in sess.placement_report()
+    finally:
+        ort.unregister_execution_provider_library("cpu_eps")
+    assert default_session().get_providers() == ["CPUExecutionProvider"]
+
+
 def test_registering_twice_and_unregistering_an_unknown_name_fail(library):
     ort.register_execution_provider_library("contoso", str(library))
     with pytest.raises(ort.Fail, match="contoso already registered"):

@@ -45,6 +45,11 @@ _LIBRARIES: dict[str, Library] = {}
 _LOADS = [0]
 
 
+def registered_classes() -> frozenset[type[ExecutionProvider]]:
+    """The provider classes of every registered library."""
+    return frozenset(c for lib in list(_LIBRARIES.values()) for c in lib.classes)
+
+
 def registered_libraries() -> dict[str, tuple[str, ...]]:
     """Registration name -> the provider names it brought."""
     return {n: tuple(c.name for c in lib.classes) for n, lib in _LIBRARIES.items()}

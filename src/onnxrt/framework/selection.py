@@ -7,7 +7,11 @@ is the one its provider is made for (``ep_vendor_id``, or the same vendor name),
 provider before onnxrt's own CPU provider, then by provider name. Then:
 
 - ``PREFER_CPU``: the first CPU device, plus the CPU provider as the last fallback;
-- ``DEFAULT``: the same as ``PREFER_CPU`` (onnxruntime's default policy);
+- ``DEFAULT``: ``PREFER_CPU`` over the CPU provider and the providers of libraries the
+  application registered (``register_execution_provider_library``), as onnxruntime's default
+  policy works over its CPU provider and the plugin libraries registered with it. Installed
+  providers (onnxrt's OpenVINO, which runs on the CPU too; entry-point packages) are not
+  registered by the application, so installing one does not change what ``DEFAULT`` runs on;
 - ``PREFER_GPU``, ``MAX_PERFORMANCE``: the first GPU device (if any), then ``PREFER_CPU``;
 - ``PREFER_NPU``, ``MAX_EFFICIENCY``, ``MIN_OVERALL_POWER``: the first device if it is an
   NPU, then ``PREFER_CPU`` (onnxruntime has no power model: these pick as PREFER_NPU).
@@ -118,6 +122,14 @@ def _is_default_cpu(d: OrtEpDevice) -> bool:
         "CPUExecutionProvider")
 
 
+def _registered_or_cpu(d: OrtEpDevice) -> bool:
+    """The CPU provider, or a provider of a library the application registered at run time
+    (what onnxruntime's default policy chooses among)."""
+    from onnxrt.framework.libraries import registered_classes
+
+    return _is_default_cpu(d) or d.provider_class in registered_classes()
+
+
 def _vendor_match(d: OrtEpDevice) -> bool:
     want = int(getattr(d.provider_class, "ep_vendor_id", 0) or 0)
     if want and d.device.vendor_id == want:
@@ -149,6 +161,8 @@ def _by_policy(policy: OrtExecutionProviderDevicePolicy, ordered: list[OrtEpDevi
                ) -> list[tuple[OrtEpDevice, str]]:
     P = OrtExecutionProviderDevicePolicy
     picked: list[tuple[OrtEpDevice, str]] = []
+    if policy == P.DEFAULT:
+        ordered = [d for d in ordered if _registered_or_cpu(d)]
     if policy in (P.PREFER_GPU, P.MAX_PERFORMANCE):
         gpu = next((d for d in ordered if d.device.type == OrtHardwareDeviceType.GPU), None)
         if gpu is not None:
