@@ -22,7 +22,8 @@ from onnxrt.framework.registry import _entry_name, default_providers, resolve_pr
 from onnxrt.ir.load import load_model
 from onnxrt.passes import optimize
 from onnxrt.options import ExecutionMode, GraphOptimizationLevel, RunOptions, SessionOptions
-from onnxrt.partition.partitioner import KernelAssigner, partition_model
+from onnxrt.framework.kernel_lookup import KernelLookup
+from onnxrt.partition.partitioner import partition_model
 from onnxrt.partition.report import AssignedSubgraph, assignment_info, placement_report
 from onnxrt.plan.planner import Planner
 from onnxrt.framework.device import CPU_DEVICE, Device
@@ -108,12 +109,13 @@ class InferenceSession:
         model, applied = self._optimize(eps)
         opsets = {imp.domain: imp.version for imp in model.opset_import}
         functions = {(f.domain, f.name): f for f in model.functions}
+        lookup = KernelLookup(eps)
         part = partition_model(
-            model, eps, opsets,
+            model, eps, opsets, lookup,
             disable_cpu_fallback=cfg.get("session.disable_cpu_ep_fallback", "0") == "1",
             cpu_requested=cpu_requested)
         level = so.graph_optimization_level
-        planner = Planner(opsets, functions, KernelAssigner(eps), partition=part,
+        planner = Planner(opsets, functions, lookup, execute=execute_plan, partition=part,
                           fold_constants=level >= GraphOptimizationLevel.ORT_ENABLE_BASIC,
                           ir_version=model.ir_version,
                           reuse_memory=bool(so.enable_mem_reuse))

@@ -10,8 +10,8 @@ from onnxrt.framework.kernel import KernelRegistry
 
 if TYPE_CHECKING:
     from onnxrt.framework.transfer import DataTransfer
-    from onnxrt.partition.capability import Capability
-    from onnxrt.partition.view import GraphView
+    from onnxrt.framework.capability import Capability
+    from onnxrt.framework.graph_view import GraphView
 
 __all__ = ["ExecutionProvider", "COMMON_OPTIONS"]
 
@@ -76,7 +76,7 @@ class ExecutionProvider:
     # -- partitioning --------------------------------------------------------------------
     def get_capability(self, graph: GraphView) -> list[Capability]:
         """Claim nodes. The default claims every node this provider has a kernel for."""
-        from onnxrt.partition.capability import Capability
+        from onnxrt.framework.capability import Capability
 
         reg = self.kernels
         if reg is None:

@@ -9,21 +9,20 @@ the host. Every refusal is recorded with its reason for the placement report.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import onnx
-from onnx import AttributeProto
 
 from onnxrt.errors import EPFail
 from onnxrt.framework.kernel import KernelDef
 from onnxrt.framework.provider import ExecutionProvider
 from onnxrt.ir.attrs import tensor_to_array
 from onnxrt.ir.schemas import get_schema
-from onnxrt.partition.capability import Capability
-from onnxrt.partition.view import GraphView, NodeView, ValueInfo
+from onnxrt.framework.capability import Capability
+from onnxrt.framework.graph_view import GraphView, NodeView, ValueInfo
+from onnxrt.ir.walk import iter_subgraphs
 
-__all__ = ["Partition", "Placement", "FusedGroup", "partition_model", "subgraph_path",
-           "KernelAssigner", "Assignment"]
+__all__ = ["Partition", "Placement", "FusedGroup", "partition_model"]
 
 # ops that compute shapes and indices: kept on the host when they only feed host inputs
 # (Shape and Size are not among them: on the host they would copy a whole device tensor
@@ -35,21 +34,6 @@ SHAPE_OPS = frozenset({
     "Neg", "Abs", "Floor", "Ceil", "Sqrt", "Less", "Greater", "Not", "And", "Or", "Mod",
     "NonZero", "Transpose", "Tile", "Constant", "Flatten", "Split", "ScatterND",
 })
-
-
-def subgraph_path(parent: str, index: int, attr: str, k: int | None = None) -> str:
-    """The path of a nested graph: parent path, the node's index, the attribute."""
-    return f"{parent}/{index}.{attr}" + (f"[{k}]" if k is not None else "")
-
-
-def iter_subgraphs(node: onnx.NodeProto, parent: str,
-                   index: int) -> Iterator[tuple[str, onnx.GraphProto]]:
-    for a in node.attribute:
-        if a.type == AttributeProto.GRAPH:
-            yield subgraph_path(parent, index, a.name), a.g
-        elif a.type == AttributeProto.GRAPHS:
-            for k, g in enumerate(a.graphs):
-                yield subgraph_path(parent, index, a.name, k), g
 
 
 @dataclass(eq=False)
@@ -127,14 +111,18 @@ def _value_infos(model: onnx.ModelProto, want_inference: bool) -> dict[str, dict
 
 
 def partition_model(model: onnx.ModelProto, providers: Sequence[ExecutionProvider],
-                    opsets: dict[str, int], *, disable_cpu_fallback: bool = False,
-                    cpu_requested: bool = True) -> Partition:
+                    opsets: dict[str, int],
+                    host_kernels: Callable[[str, str, int], KernelDef | None], *,
+                    disable_cpu_fallback: bool = False, cpu_requested: bool = True
+                    ) -> Partition:
+    """Claims of ``providers`` in priority order on every graph of ``model``.
+    ``host_kernels(domain, op_type, since_version)``: the kernel that would run a node on
+    the host (its ``host_inputs`` keep shape computations there)."""
     part = Partition(list(providers))
     any_device = any(not ep.device.is_host for ep in providers)
     needs_types = any(ep.name != "CPUExecutionProvider" for ep in providers)
     types = _value_infos(model, needs_types)
     part.types = types
-    cpu = next((ep for ep in providers if ep.name == "CPUExecutionProvider"), None)
     next_id = [0]
 
     def build(g: onnx.GraphProto, path: str, opsets: dict[str, int]) -> None:
@@ -153,11 +141,8 @@ def partition_model(model: onnx.ModelProto, providers: Sequence[ExecutionProvide
             opset = opsets.get(dom, 1)
             schema = get_schema(n.op_type, opset, dom)
             since = schema.since_version if schema is not None else opset
-            host = frozenset()
-            if cpu is not None and cpu.kernels is not None:
-                kd = cpu.kernels.lookup(dom, n.op_type, since)
-                if kd is not None:
-                    host = kd.host_inputs
+            kd = host_kernels(dom, n.op_type, since)
+            host = kd.host_inputs if kd is not None else frozenset()
             view = NodeView(
                 id=next_id[0], name=n.name, op_type=n.op_type, domain=dom,
                 inputs=tuple(n.input), outputs=tuple(n.output), opset=opset,
@@ -285,7 +270,7 @@ def _apply_claims(part: Partition, ep: ExecutionProvider, caps: list[Capability]
                 n = part.nodes[nid]
                 kd = ep.kernels.lookup(n.domain, n.op_type, n.since_version) \
                     if ep.kernels is not None else None
-                if kd is None and not (ep.name == "CPUExecutionProvider"):
+                if kd is None:
                     raise EPFail(f"{ep.name} claimed node {n.name!r} ({n.op_type}-"
                                  f"{n.since_version}) without fusing it, but has no kernel "
                                  f"for it")
@@ -339,42 +324,3 @@ def _host_preferred(views: list[NodeView], graph_outputs: list[str]) -> set[int]
         if uses and all(k in c.host_inputs or c.id in pref for c, k in uses):
             pref.add(n.id)
     return pref
-
-
-# -- kept for function bodies planned after partitioning -------------------------------------
-
-@dataclass(frozen=True)
-class Assignment:
-    provider: ExecutionProvider
-    kernel: KernelDef
-
-
-class KernelAssigner:
-    """First provider, in priority order, with a kernel: used for nodes created after
-    partitioning (function bodies), which run on host providers."""
-
-    def __init__(self, providers: Sequence[ExecutionProvider]) -> None:
-        self.providers = [ep for ep in providers if ep.device.is_host]
-
-    def assign(self, node: onnx.NodeProto, domain: str, since_version: int) -> Assignment | None:
-        for ep in self.providers:
-            reg = ep.kernels
-            if reg is None:
-                continue
-            kd = reg.lookup(domain, node.op_type, since_version)
-            if kd is not None:
-                return Assignment(ep, kd)
-        return None
-
-    def versions_known(self, domain: str, op_type: str) -> list[str]:
-        out = []
-        for ep in self.providers:
-            if ep.kernels is not None:
-                out.extend(f"{kd.describe()} on {ep.name}"
-                           for kd in ep.kernels.versions(domain, op_type))
-        return out
-
-    def names(self) -> str:
-        return ", ".join(ep.name for ep in self.providers)
-
-

@@ -19,14 +19,13 @@ from onnx import AttributeProto
 from onnxrt import validate
 from onnxrt.errors import EPFail as EPFailErr
 from onnxrt.errors import InvalidGraph, NotImplemented as NotImplementedErr
-from onnxrt.execute.executor import RunContext, execute_plan
 from onnxrt.framework.kernel import KernelDef, NodeInfo
 from onnxrt.framework.device import CPU_DEVICE, Device
 from onnxrt.ir.attrs import attribute_value, sparse_to_dense, tensor_to_array
 from onnxrt.ir.dtypes import np_dtype
 from onnxrt.ir.schemas import function_body, get_schema, has_context_dependent_body, known_op
-from onnxrt.partition.partitioner import KernelAssigner, Partition, Placement, subgraph_path
-from onnxrt.partition.view import graph_free_names, node_reads
+from onnxrt.framework.kernel_lookup import KernelLookup, bind_kernel, node_attributes
+from onnxrt.ir.walk import graph_free_names, node_reads, subgraph_path
 from onnxrt.plan.inplace import concat_in_place
 from onnxrt.plan.plan import (MODE_CTX, MODE_MULTI, MODE_SINGLE, NONE_SLOT, SINK_SLOT,
                               GraphPlan, Step, SubgraphRunner)
@@ -198,43 +197,20 @@ def _known_shapes(in_types: tuple[Any, ...], const_in: dict[int, Any], names: An
     return validate.Shapes(dims, [i for i, n in enumerate(names) if not n])
 
 
-def _plain_arrays(info: NodeInfo, kinds: str) -> bool:
-    """Every input of the node is known to be a tensor of rank >= 1 whose element type maps
-    to a NumPy dtype of one of ``kinds`` (what a kernel's ``direct`` ufunc needs)."""
-    if not info.input_types or len(info.input_types) != len(info.inputs):
-        return False
-    for t in info.input_types:
-        if t is None or not t.HasField("tensor_type"):
-            return False
-        tt = t.tensor_type
-        if not tt.elem_type or not tt.HasField("shape") or len(tt.shape.dim) == 0:
-            return False
-        k = _kind(tt.elem_type)
-        if not k or k not in kinds:
-            return False
-    return True
-
-
-@functools.lru_cache(maxsize=None)
-def _kind(elem_type: int) -> str:
-    """The NumPy kind of an element type, "" without a NumPy dtype (one lookup per type,
-    not one per node input)."""
-    try:
-        return np.dtype(np_dtype(elem_type)).kind
-    except Exception:
-        return ""
-
-
 class Planner:
     """Plans a model's graphs. One Planner per session."""
 
     def __init__(self, opsets: dict[str, int], functions: dict[tuple[str, str], onnx.FunctionProto],
-                 assigner: KernelAssigner, *, partition: Partition | None = None,
+                 lookup: KernelLookup, *, execute: Callable[..., list[Any]],
+                 partition: Any = None,
                  fold_constants: bool = True, ir_version: int = 8,
                  reuse_memory: bool = True) -> None:
         self.opsets = {("" if k == "ai.onnx" else k): v for k, v in opsets.items()}
         self.functions = functions
-        self.assigner = assigner
+        self.lookup = lookup
+        # runs a planned subgraph or function body (the executor's, given by the session:
+        # the planner does not import the execution stage)
+        self.execute = execute
         self.partition = partition
         self.fold_constants = fold_constants
         self.reuse_memory = reuse_memory      # Concat inputs written in place (inplace.py)
@@ -244,7 +220,7 @@ class Planner:
         self.folded: list[str] = []
         self.copies: list[CopyRecord] = []
         self.fused: list[Any] = []
-        providers = partition.providers if partition is not None else assigner.providers
+        providers = partition.providers if partition is not None else lookup.providers
         self._device_provider = {}
         for ep in providers:
             self._device_provider.setdefault(ep.device, ep)
@@ -267,7 +243,7 @@ class Planner:
                 out.append(u)
         return [(_FusedUnit(x, groups[x.id]) if not isinstance(x, _Unit) else x) for x in out]
 
-    def _placement(self, path: str | None, index: int) -> Placement | None:
+    def _placement(self, path: str | None, index: int) -> Any:
         if self.partition is None or path is None:
             return None
         return self.partition.lookup(path, index)[1]
@@ -567,7 +543,7 @@ class Planner:
             if a.type == AttributeProto.GRAPH:
                 sub = subgraph_path(path, index, a.name) if path is not None else None
                 p = self.plan_graph(a.g, visible, opsets, path=sub, outer_constants=constants)
-                subgraphs[a.name] = SubgraphRunner(p, execute_plan)
+                subgraphs[a.name] = SubgraphRunner(p, self.execute)
                 for n in p.outer_names:
                     implicit.setdefault(n, None)
             elif a.type == AttributeProto.GRAPHS:
@@ -576,7 +552,7 @@ class Planner:
                     sub = subgraph_path(path, index, a.name, k) if path is not None else None
                     p = self.plan_graph(g, visible, opsets, path=sub,
                                         outer_constants=constants)
-                    runners.append(SubgraphRunner(p, execute_plan))
+                    runners.append(SubgraphRunner(p, self.execute))
                     for n in p.outer_names:
                         implicit.setdefault(n, None)
                 subgraphs[a.name] = runners
@@ -587,7 +563,7 @@ class Planner:
                    subgraphs: dict[str, Any], implicit: list[str], const_in: dict[int, Any],
                    in_types: tuple[Any, ...], out_types: tuple[Any, ...],
                    ins: tuple[int, ...], outs: tuple[int, ...],
-                   placement: Placement | None = None) -> Step:
+                   placement: Any = None) -> Step:
         domain = "" if node.domain == "ai.onnx" else node.domain
         opset = opsets.get(domain)
         if opset is None:
@@ -601,26 +577,14 @@ class Planner:
                 opset = 1
         schema = get_schema(node.op_type, opset, domain)
         since = schema.since_version if schema is not None else opset
-        attrs: dict[str, Any] = {}
-        if schema is not None:
-            for name, a in schema.attributes.items():
-                d = a.default_value
-                if d is not None and d.name:
-                    attrs[name] = attribute_value(d)
-        given = set()
-        for a in node.attribute:
-            if a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS):
-                attrs[a.name] = subgraphs[a.name]
-            else:
-                attrs[a.name] = attribute_value(a)
-            given.add(a.name)
+        attrs, given = node_attributes(node, schema, subgraphs)
         if placement is not None and placement.kernel is not None:
             provider, kd = placement.provider, placement.kernel
         elif self.partition is not None and placement is not None:
             provider, kd = placement.provider, None   # the CPU fallback without a kernel
         else:
-            asg = self.assigner.assign(node, domain, since)
-            provider, kd = (asg.provider, asg.kernel) if asg is not None else (None, None)
+            asg = self.lookup.assign(node.op_type, domain, since)
+            provider, kd = asg if asg is not None else (None, None)
         info = NodeInfo(
             name=node.name, op_type=node.op_type, domain=domain, since_version=since,
             opset=opset, inputs=tuple(node.input), outputs=tuple(node.output), attrs=attrs,
@@ -636,7 +600,7 @@ class Planner:
             shapes_known = validate.check_node(info, _known_shapes(in_types, const_in,
                                                                    node.input))
         if kd is not None and provider is not None:
-            fn = self._bind(kd, info, given, schema)
+            fn = bind_kernel(kd, info, given, schema)
             # kernels that check their own shapes (the conv and pool families, once per
             # shape) or that plan/inplace.py must see unwrapped are left as they are
             if not shapes_known and not hasattr(fn, "output_channels") \
@@ -664,7 +628,7 @@ class Planner:
                 f"No op registered for {node.op_type} with domain {dom!r} version {opset} "
                 f"(node {node.name!r}): neither the ONNX spec, a provider nor a model-local "
                 f"function defines it")
-        known = self.assigner.versions_known(domain, node.op_type)
+        known = self.lookup.versions_known(domain, node.op_type)
         hint = f"; kernels exist for: {', '.join(known)}" if known else ""
         if schema is None:
             raise InvalidGraph(
@@ -673,39 +637,7 @@ class Planner:
         raise NotImplementedErr(
             f"Could not find an implementation for {node.op_type}({since}) node with name "
             f"'{node.name}': no kernel for op {dom}::{node.op_type} at opset {opset} "
-            f"(schema version {since}) on {self.assigner.names()}{hint}")
-
-    def _bind(self, kd: KernelDef, info: NodeInfo, given: set[str],
-              schema: Any) -> Callable[..., Any]:
-        where = f"node {info.name!r} ({info.op_type}-{info.since_version})"
-        if kd.is_class:
-            try:
-                return kd.impl(info)
-            except (InvalidGraph, NotImplementedErr):
-                raise
-            except Exception as e:
-                raise InvalidGraph(f"{where}: {type(e).__name__}: {e}") from e
-        kwargs = dict(info.attrs)
-        if kd.accepted_attrs is not None:
-            defaults = {}
-            if schema is not None:
-                for name, a in schema.attributes.items():
-                    if a.default_value is not None and a.default_value.name:
-                        defaults[name] = attribute_value(a.default_value)
-            for name in list(kwargs):
-                if name in kd.accepted_attrs:
-                    continue
-                if name in given and not _same(kwargs[name], defaults.get(name, _MISSING)):
-                    raise NotImplementedErr(
-                        f"{where}: the kernel {kd.describe()} does not support attribute "
-                        f"{name!r} (value {kwargs[name]!r})")
-                del kwargs[name]
-        if kd.needs_node:
-            kwargs["node"] = info
-        direct = getattr(kd.impl, "direct", None)
-        if direct is not None and not kwargs and _plain_arrays(info, direct[1]):
-            return direct[0]
-        return functools.partial(kd.impl, **kwargs) if kwargs else kd.impl
+            f"(schema version {since}) on {self.lookup.names()}{hint}")
 
     # -- functions ------------------------------------------------------------------------
     def _function_call(self, fproto: onnx.FunctionProto, node: onnx.NodeProto, schema: Any,
@@ -713,8 +645,10 @@ class Planner:
         plan = self.plan_function(fproto, node, schema)
         n_out = len(node.output)
 
-        def call(*args: Any, ctx: RunContext) -> list[Any]:
-            res = execute_plan(plan, list(args), None, ctx)
+        execute = self.execute
+
+        def call(*args: Any, ctx: Any) -> list[Any]:
+            res = execute(plan, list(args), None, ctx)
             return res[:n_out]
 
         call.plan = plan  # type: ignore[attr-defined]
@@ -749,7 +683,6 @@ class Planner:
         return self.plan_graph(g, frozenset(), opsets)
 
 
-_MISSING = object()
 _GRAPH_ATTRS = (AttributeProto.GRAPH, AttributeProto.GRAPHS)
 
 
@@ -866,15 +799,6 @@ _NONDETERMINISTIC = frozenset({
 _FOLDABLE_WITHOUT_INPUTS: frozenset[str] = frozenset()
 
 
-def _same(a: Any, b: Any) -> bool:
-    if b is _MISSING:
-        return False
-    try:
-        return bool(np.all(np.asarray(a) == np.asarray(b)))
-    except Exception:
-        return False
-
-
 def _substitute(node: onnx.NodeProto, attrs: dict[str, AttributeProto]) -> onnx.NodeProto:
     """A copy of a function-body node with ``ref_attr_name`` attributes resolved."""
     if not any(a.ref_attr_name or a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS)
@@ -917,7 +841,7 @@ class _LazyContextFunction:
         self.cache: dict[tuple[Any, ...], GraphPlan] = {}
         self.lock = threading.Lock()
 
-    def __call__(self, *args: Any, ctx: RunContext) -> list[Any]:
+    def __call__(self, *args: Any, ctx: Any) -> list[Any]:
         from onnxrt.ir.dtypes import onnx_elem_type
 
         key = tuple(None if a is None else (np.asarray(a).dtype.str, np.ndim(a)) for a in args)
@@ -941,4 +865,4 @@ class _LazyContextFunction:
                             f"at opset {self.opset}")
                     plan = self.planner.plan_function(body, self.node, self.schema)
                     self.cache[key] = plan
-        return execute_plan(plan, list(args), None, ctx)[: len(self.node.output)]
+        return self.planner.execute(plan, list(args), None, ctx)[: len(self.node.output)]

@@ -10,40 +10,9 @@ import onnx
 
 from onnxrt.ir.attrs import attribute_value
 from onnxrt.ir.dtypes import type_string
+from onnxrt.ir.walk import graph_free_names, node_reads
 
 __all__ = ["NodeView", "GraphView", "ValueInfo", "node_reads", "graph_free_names"]
-
-
-def graph_free_names(graph: onnx.GraphProto | Any, defined: Any = ()) -> list[str]:
-    """Names a graph (or a list of nodes) reads without defining them, in first-use order."""
-    if isinstance(graph, onnx.GraphProto):
-        nodes = graph.node
-        known = set(defined)
-        known.update(i.name for i in graph.input)
-        known.update(t.name for t in graph.initializer)
-        known.update(t.values.name for t in graph.sparse_initializer)
-    else:
-        nodes = graph
-        known = set(defined)
-    free: dict[str, None] = {}
-    for node in nodes:
-        for name in node_reads(node):
-            if name and name not in known:
-                free.setdefault(name, None)
-        known.update(o for o in node.output if o)
-    return list(free)
-
-
-def node_reads(node: onnx.NodeProto) -> list[str]:
-    """A node's inputs plus the outer values its subgraphs read."""
-    reads = list(node.input)
-    for a in node.attribute:
-        if a.type == onnx.AttributeProto.GRAPH:
-            reads.extend(graph_free_names(a.g))
-        elif a.type == onnx.AttributeProto.GRAPHS:
-            for g in a.graphs:
-                reads.extend(graph_free_names(g))
-    return reads
 
 
 _TENSOR_TYPES: dict[int, str] = {}
