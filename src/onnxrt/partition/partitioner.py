@@ -20,6 +20,7 @@ from onnxrt.ir.attrs import tensor_to_array
 from onnxrt.ir.schemas import get_schema
 from onnxrt.framework.capability import Capability
 from onnxrt.framework.graph_view import GraphView, NodeView, ValueInfo
+from onnxrt.ir.graph import Graph, const_type
 from onnxrt.ir.walk import iter_subgraphs
 
 __all__ = ["Partition", "Placement", "FusedGroup", "partition_model"]
@@ -82,16 +83,14 @@ class Partition:
         return [ep.name for ep in self.providers if ep.name in used]
 
 
-def _value_infos(model: onnx.ModelProto, want_inference: bool) -> dict[str, dict[str, Any]]:
-    """Types by value name for every graph path, from the model and (when asked) shape
-    inference. Inference failing is not an error: the declared types remain."""
-    src = model
-    if want_inference:
-        try:
-            src = onnx.shape_inference.infer_shapes(model, data_prop=True)
-        except Exception:
-            src = model
-    out: dict[str, dict[str, Any]] = {}
+def _types(graph: Graph) -> dict[str, dict[str, Any]]:
+    """Types by value name for every graph path: the graph's own (declared and inferred at
+    load) and the value_info shape inference wrote into nested graphs."""
+    main = dict(graph.types)
+    for name, v in graph.constant_values().items():
+        if name not in main:
+            main[name] = const_type(v)
+    out: dict[str, dict[str, Any]] = {"main": main}
 
     def walk(g: onnx.GraphProto, path: str) -> None:
         types: dict[str, Any] = {}
@@ -106,26 +105,27 @@ def _value_infos(model: onnx.ModelProto, want_inference: bool) -> dict[str, dict
             for sub_path, sg in iter_subgraphs(n, path, i):
                 walk(sg, sub_path)
 
-    walk(src.graph, "main")
+    for i, n in enumerate(graph.nodes):
+        for sub_path, sg in iter_subgraphs(n, "main", i):
+            walk(sg, sub_path)
     return out
 
 
-def partition_model(model: onnx.ModelProto, providers: Sequence[ExecutionProvider],
+def partition_model(graph: Graph, providers: Sequence[ExecutionProvider],
                     opsets: dict[str, int],
                     host_kernels: Callable[[str, str, int], KernelDef | None], *,
                     disable_cpu_fallback: bool = False, cpu_requested: bool = True
                     ) -> Partition:
-    """Claims of ``providers`` in priority order on every graph of ``model``.
+    """Claims of ``providers`` in priority order on every graph of ``graph``.
     ``host_kernels(domain, op_type, since_version)``: the kernel that would run a node on
     the host (its ``host_inputs`` keep shape computations there)."""
     part = Partition(list(providers))
     any_device = any(not ep.device.is_host for ep in providers)
-    needs_types = any(ep.name != "CPUExecutionProvider" for ep in providers)
-    types = _value_infos(model, needs_types)
+    types = _types(graph)
     part.types = types
     next_id = [0]
 
-    def build(g: onnx.GraphProto, path: str, opsets: dict[str, int]) -> None:
+    def build(g: Any, path: str, opsets: dict[str, int]) -> None:
         tmap = types.get(path, {})
         ids = []
         infos: dict[str, ValueInfo] = {}    # a value is read and written: built once
@@ -136,7 +136,8 @@ def partition_model(model: onnx.ModelProto, providers: Sequence[ExecutionProvide
                 v = infos[x] = ValueInfo.from_type(x, tmap.get(x))
             return v
 
-        for i, n in enumerate(g.node):
+        nodes = _nodes(g)
+        for i, n in enumerate(nodes):
             dom = "" if n.domain == "ai.onnx" else n.domain
             opset = opsets.get(dom, 1)
             schema = get_schema(n.op_type, opset, dom)
@@ -155,21 +156,21 @@ def partition_model(model: onnx.ModelProto, providers: Sequence[ExecutionProvide
             part.index[(path, i)] = view.id
             ids.append(view.id)
         part.graphs[path] = ids
-        for i, n in enumerate(g.node):
+        for i, n in enumerate(nodes):
             for sub_path, sg in iter_subgraphs(n, path, i):
                 build(sg, sub_path, opsets)
 
-    build(model.graph, "main", {("" if k == "ai.onnx" else k): v for k, v in opsets.items()})
+    build(graph, "main", {("" if k == "ai.onnx" else k): v for k, v in opsets.items()})
 
-    graphs = {"main": model.graph}
+    graphs: dict[str, Any] = {"main": graph}
 
-    def collect(g: onnx.GraphProto, path: str) -> None:
-        for i, n in enumerate(g.node):
+    def collect(g: Any, path: str) -> None:
+        for i, n in enumerate(_nodes(g)):
             for sub_path, sg in iter_subgraphs(n, path, i):
                 graphs[sub_path] = sg
                 collect(sg, sub_path)
 
-    collect(model.graph, "main")
+    collect(graph, "main")
     norm = {("" if k == "ai.onnx" else k): v for k, v in opsets.items()}
     for path, g in graphs.items():
         _partition_graph(part, path, g, types.get(path, {}), any_device, norm)
@@ -185,12 +186,19 @@ def partition_model(model: onnx.ModelProto, providers: Sequence[ExecutionProvide
     return part
 
 
-def _partition_graph(part: Partition, path: str, g: onnx.GraphProto, tmap: dict[str, Any],
+def _nodes(g: Any) -> list[onnx.NodeProto]:
+    return g.nodes if isinstance(g, Graph) else list(g.node)
+
+
+def _partition_graph(part: Partition, path: str, g: Any, tmap: dict[str, Any],
                      any_device: bool, opsets: dict[str, int]) -> None:
     ids = part.graphs[path]
     all_views = [part.nodes[i] for i in ids]
-    inits = {t.name: t for t in g.initializer}
-    host_pref = _host_preferred(all_views, [o.name for o in g.output]) if any_device else set()
+    if isinstance(g, Graph):
+        inits, g_in, g_out = g.constant_values(), g.inputs, g.outputs
+    else:
+        inits, g_in, g_out = {t.name: t for t in g.initializer}, list(g.input), list(g.output)
+    host_pref = _host_preferred(all_views, [o.name for o in g_out]) if any_device else set()
     part.host_preferred |= host_pref
     value_info = {k: ValueInfo.from_type(k, v) for k, v in tmap.items()}
     unclaimed = list(ids)
@@ -207,7 +215,7 @@ def _partition_graph(part: Partition, path: str, g: onnx.GraphProto, tmap: dict[
         if not offered:
             continue
         view = GraphView(path, [part.nodes[i] for i in offered], all_views,
-                         [vi.name for vi in g.input], [vi.name for vi in g.output],
+                         [vi.name for vi in g_in], [vi.name for vi in g_out],
                          _LazyConstants(inits), value_info,
                          opsets, provider=ep.name, decline=part.decline)
         try:
@@ -225,7 +233,7 @@ def _partition_graph(part: Partition, path: str, g: onnx.GraphProto, tmap: dict[
 class _LazyConstants(dict):
     """Initializers converted to arrays only when a provider looks at them."""
 
-    def __init__(self, protos: dict[str, onnx.TensorProto]) -> None:
+    def __init__(self, protos: dict[str, Any]) -> None:
         super().__init__()
         self._protos = protos
 
@@ -234,7 +242,9 @@ class _LazyConstants(dict):
 
     def __getitem__(self, key: str) -> Any:
         if not super().__contains__(key):
-            super().__setitem__(key, tensor_to_array(self._protos[key]))
+            v = self._protos[key]
+            super().__setitem__(key, tensor_to_array(v) if isinstance(v, onnx.TensorProto)
+                                else v)
         return super().__getitem__(key)
 
 

@@ -18,6 +18,6 @@ Passes never modify the caller's model. Modules: ``graph`` (the editable view), 
 
 from __future__ import annotations
 
-from onnxrt.passes.pipeline import PASSES, optimize
+from onnxrt.passes.pipeline import PASSES, optimize, optimize_graph
 
-__all__ = ["optimize", "PASSES"]
+__all__ = ["optimize", "optimize_graph", "PASSES"]

@@ -23,7 +23,7 @@ import onnx
 from onnx import TensorProto as TP
 from onnx import helper
 
-from onnxrt.passes.graph import MS_DOMAIN, Graph, attr, same_dim
+from onnxrt.ir.graph import MS_DOMAIN, Graph, attr, same_dim
 
 __all__ = ["fuse_attention"]
 

@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 from onnx import AttributeProto, helper
 
-from onnxrt.passes.graph import Graph, attr
+from onnxrt.ir.graph import Graph, attr
 
 __all__ = ["fold_constants", "fold_shapes"]
 
@@ -142,7 +142,7 @@ def _evaluate(g: Graph, nodes: list[onnx.NodeProto], names: list[str],
               produced: set[str]) -> list | None:
     """Values of ``names`` computed by ``nodes`` with onnxrt's CPU kernels, or None."""
     import onnxrt
-    from onnxrt.passes.graph import _to_tensor
+    from onnxrt.ir.graph import _to_tensor
 
     sub_inputs = sorted({x for n in nodes for x in n.input if x and x not in produced})
     inits = []

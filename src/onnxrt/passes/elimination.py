@@ -7,7 +7,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto as TP
 
-from onnxrt.passes.graph import Graph, attr
+from onnxrt.ir.graph import Graph, attr
 
 __all__ = ["eliminate_dead", "eliminate_identity", "eliminate_dropout", "eliminate_casts",
            "fuse_transposes", "fuse_reshapes", "eliminate_unsqueeze_squeeze"]

@@ -18,7 +18,7 @@ from onnx import TensorProto as TP
 from onnx import helper
 
 from onnxrt.passes.attention import fuse_attention
-from onnxrt.passes.graph import MS_DOMAIN, Graph, attr, same_dim, same_shape
+from onnxrt.ir.graph import MS_DOMAIN, Graph, attr, same_dim, same_shape
 
 __all__ = ["fuse_conv_bn", "fuse_conv_add", "fuse_conv_mul", "fuse_bn_mul_add",
            "fuse_conv_activation", "fuse_bn_activation", "fuse_gemm_activation",

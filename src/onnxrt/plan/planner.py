@@ -22,7 +22,7 @@ from onnxrt.errors import InvalidGraph, NotImplemented as NotImplementedErr
 from onnxrt.framework.kernel import KernelDef, NodeInfo
 from onnxrt.framework.device import CPU_DEVICE, Device
 from onnxrt.ir.attrs import attribute_value, sparse_to_dense, tensor_to_array
-from onnxrt.ir.dtypes import np_dtype
+from onnxrt.ir.graph import Graph, const_type
 from onnxrt.ir.schemas import function_body, get_schema, has_context_dependent_body, known_op
 from onnxrt.framework.kernel_lookup import KernelLookup, bind_kernel, node_attributes
 from onnxrt.ir.walk import graph_free_names, node_reads, subgraph_path
@@ -171,6 +171,22 @@ def _constant_value(node: onnx.NodeProto) -> Any:
     raise InvalidGraph(f"Constant node {node.name!r} has no value attribute")
 
 
+def _graph_parts(graph: Graph | onnx.GraphProto) -> tuple[Any, ...]:
+    """(nodes, constants by name, sparse initializers, inputs, outputs, types) of the
+    session's graph or of a nested graph or function body (a GraphProto)."""
+    if isinstance(graph, Graph):
+        consts = graph.constant_values()
+        types = dict(graph.types)
+        for name, v in consts.items():
+            if name not in types:
+                types[name] = const_type(v)
+        return (graph.nodes, consts, graph.sparse_initializers, graph.inputs, graph.outputs,
+                types)
+    return (list(graph.node), {t.name: t for t in graph.initializer},
+            list(graph.sparse_initializer), list(graph.input), list(graph.output),
+            _type_map(graph))
+
+
 def _type_map(graph: onnx.GraphProto) -> dict[str, onnx.TypeProto]:
     types: dict[str, onnx.TypeProto] = {}
     for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
@@ -225,8 +241,8 @@ class Planner:
         for ep in providers:
             self._device_provider.setdefault(ep.device, ep)
 
-    def _units(self, graph: onnx.GraphProto, path: str | None) -> list[Any]:
-        units: list[Any] = [_Unit(i, n) for i, n in enumerate(graph.node)]
+    def _units(self, nodes: list[onnx.NodeProto], path: str | None) -> list[Any]:
+        units: list[Any] = [_Unit(i, n) for i, n in enumerate(nodes)]
         part = self.partition
         if part is None or path is None:
             return units
@@ -262,7 +278,7 @@ class Planner:
         return functools.partial(t.to_device, device=dst)
 
     # -- graphs ---------------------------------------------------------------------------
-    def plan_graph(self, graph: onnx.GraphProto, outer_scope: frozenset[str] = frozenset(),
+    def plan_graph(self, graph: Graph | onnx.GraphProto, outer_scope: frozenset[str] = frozenset(),
                    opsets: dict[str, int] | None = None, *, is_main: bool = False,
                    path: str | None = None,
                    outer_constants: dict[str, Any] | None = None) -> GraphPlan:
@@ -286,14 +302,15 @@ class Planner:
             slot_names.append(name)
             return slots[name]
 
+        g_nodes, g_consts, g_sparse, g_inputs, g_outputs, types = _graph_parts(graph)
         constants: dict[str, Any] = {}
         init_names = set()
-        for t in graph.initializer:
-            init_names.add(t.name)
-            v = tensor_to_array(t)
-            new_slot(t.name, v)
-            constants[t.name] = v
-        for sp in graph.sparse_initializer:
+        for name, t in g_consts.items():
+            init_names.add(name)
+            v = tensor_to_array(t) if isinstance(t, onnx.TensorProto) else t
+            new_slot(name, v)
+            constants[name] = v
+        for sp in g_sparse:
             v = sparse_to_dense(sp)
             init_names.add(sp.values.name)
             new_slot(sp.values.name, v)
@@ -301,7 +318,7 @@ class Planner:
         input_names = []
         input_slots = []
         input_types = []
-        for vi in graph.input:
+        for vi in g_inputs:
             if vi.name in slots:  # an overridable initializer: a default the caller may replace
                 if self.initializer_inputs_are_constant:
                     continue
@@ -315,7 +332,6 @@ class Planner:
             input_slots.append(new_slot(vi.name))
             input_types.append(vi.type if vi.HasField("type") else None)
 
-        types = _type_map(graph)
         if self.partition is not None and path is not None:
             # shape inference's types where the graph declares none (compiled groups need them)
             types = {**self.partition.types.get(path, {}), **types}
@@ -323,7 +339,7 @@ class Planner:
         outer_slots: list[int] = []
         steps: list[Step] = []
         available = set(slots) | set(outer_scope)
-        units = self._units(graph, path)
+        units = self._units(g_nodes, path)
         units = _topo_sort(units, available, graph.name)
         copies: dict[tuple[int, Device], int] = {}
 
@@ -375,7 +391,7 @@ class Planner:
 
         for unit in units:
             if isinstance(unit, _FusedUnit):
-                self._plan_fused(unit, graph, slots, constants, types, opsets, steps, new_slot,
+                self._plan_fused(unit, graph, g_nodes, g_outputs, slots, constants, types, opsets, steps, new_slot,
                                  slot_of, on_device, slot_device, outer_scope, is_main)
                 continue
             node = unit.node
@@ -437,7 +453,7 @@ class Planner:
         output_names = []
         output_slots = []
         output_types = []
-        for vi in graph.output:
+        for vi in g_outputs:
             if vi.name not in slots:
                 if vi.name in outer_scope:
                     slot_of(vi.name, f"graph {graph.name!r} output")
@@ -467,7 +483,8 @@ class Planner:
             output_devices=tuple(slot_device.get(s, CPU_DEVICE) for s in output_slots))
         return plan.freeze()
 
-    def _plan_fused(self, unit: _FusedUnit, graph: onnx.GraphProto, slots: dict[str, int],
+    def _plan_fused(self, unit: _FusedUnit, graph: Any, g_nodes: list[onnx.NodeProto],
+                    g_outputs: list[onnx.ValueInfoProto], slots: dict[str, int],
                     constants: dict[str, Any], types: dict[str, Any], opsets: dict[str, int],
                     steps: list[Step], new_slot: Callable[..., int],
                     slot_of: Callable[[str, str], int], on_device: Callable[..., int],
@@ -478,8 +495,8 @@ class Planner:
         ep = grp.provider
         member_names = {id(m.node) for m in unit.members}
         # values the rest of the graph (or its subgraphs, or the graph outputs) reads
-        used_outside: set[str] = {vi.name for vi in graph.output}
-        for i, n in enumerate(graph.node):
+        used_outside: set[str] = {vi.name for vi in g_outputs}
+        for n in g_nodes:
             if id(n) not in member_names:
                 used_outside.update(_node_reads(n))
         out_names = [o for o in unit.outputs if o in used_outside]

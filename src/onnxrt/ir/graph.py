@@ -1,8 +1,23 @@
-"""A small editable view of a model's main graph for the passes.
+"""The one in-memory graph a session builds from its model and hands from stage to stage.
 
-Nodes stay ``onnx.NodeProto``; constants are NumPy arrays keyed by value name (initializers
-that are not graph inputs, Constant nodes and values folded by a pass). Use-def maps are
-rebuilt lazily after each edit, so a pass edits freely and asks again.
+Built once after loading (``Graph(model)``), typed once by shape inference
+(``ir.shapes.infer_types``), rewritten in place by the passes, annotated by partitioning
+(``placement``: node -> provider and kernel; fused nodes and device copies are nodes of it)
+and turned into a plan by the planner. ``to_model()`` serializes it (the optimized model a
+session writes, ``onnxrt inspect``).
+
+Nodes stay ``onnx.NodeProto`` (nested graphs stay ``onnx.GraphProto`` inside them);
+constants are NumPy arrays keyed by value name (initializers that are not graph inputs,
+Constant nodes and values folded by a pass), initializers as loaded are read only when
+asked. Use-def maps are rebuilt lazily after each edit, so a pass edits freely and asks
+again.
+
+Why not onnx_ir's ``ir.Model``: measured on this machine (issue 15's notes in
+docs/architecture.md), ``onnx_ir.serde.deserialize_model`` takes 2.2 s for a chain of
+100,000 nodes (onnxruntime creates that whole session in 4.2 s) and serializing it back for
+ONNX shape inference 1.1 s more, while the NodeProtos as parsed cost nothing to keep;
+kernels, compile-based providers and the views providers see are written against
+``onnx.NodeProto``/``TypeProto``, so every node would be converted back as well.
 """
 
 from __future__ import annotations
@@ -16,7 +31,8 @@ from onnx import AttributeProto, helper, numpy_helper
 
 from onnxrt.ir.attrs import attribute_value, tensor_to_array
 
-__all__ = ["Graph", "MS_DOMAIN", "attr", "same_dim", "same_shape", "subgraph_reads"]
+__all__ = ["Graph", "MS_DOMAIN", "attr", "same_dim", "same_shape", "subgraph_reads",
+           "const_type"]
 
 MS_DOMAIN = "com.microsoft"
 
@@ -61,16 +77,19 @@ def subgraph_reads(node: onnx.NodeProto) -> set[str]:
 class Graph:
     """The main graph of a model, editable by passes."""
 
-    def __init__(self, model: onnx.ModelProto) -> None:
+    def __init__(self, model: onnx.ModelProto, copy: bool = True) -> None:
+        """``copy``: the passes edit nodes in place; False when the caller's model is the
+        session's own copy (the loader's), never shown to anyone else."""
         self.model = model
         g = model.graph
+        self.name = g.name
         self.opsets = {("" if d.domain == "ai.onnx" else d.domain): d.version
                        for d in model.opset_import}
         self.opset = self.opsets.get("", 1)
         self.input_names = {i.name for i in g.input}
         self.output_names = [o.name for o in g.output]
         # copies: passes edit nodes in place, and the caller's model must stay as it was
-        self.nodes: list[onnx.NodeProto] = [_copy(n) for n in g.node]
+        self.nodes: list[onnx.NodeProto] = [_copy(n) for n in g.node] if copy else list(g.node)
         self._init_protos = {t.name: t for t in g.initializer}
         # initializers that are also graph inputs may be overridden (IR >= 4): never
         # constants; before IR 4 every initializer had to be listed as an input
@@ -295,6 +314,40 @@ class Graph:
         if domain not in self.opsets:
             self.opsets[domain] = version
 
+    # -- what later stages read ------------------------------------------------------
+    @property
+    def inputs(self) -> list[onnx.ValueInfoProto]:
+        """The graph inputs (overridable initializers among them)."""
+        return list(self.model.graph.input)
+
+    @property
+    def outputs(self) -> list[onnx.ValueInfoProto]:
+        return list(self.model.graph.output)
+
+    def constant_values(self) -> dict[str, Any]:
+        """Every constant the nodes read, by name: initializers as loaded (TensorProto, read
+        by the caller when needed), overridable ones included, and values the passes made
+        (ndarray). Unread initializers are left out."""
+        self._index()
+        used = set(self._cons) | set(self.output_names)
+        out: dict[str, Any] = {}
+        for name, t in self._init_protos.items():
+            if name in self.overridable or (name in used and name not in self._prod):
+                out[name] = t
+        for name, v in self.consts.items():
+            if (name in used and name not in self._prod and name not in self._init_protos
+                    and name not in self.input_names):
+                out[name] = v
+        return out
+
+    @property
+    def sparse_initializers(self) -> list[onnx.SparseTensorProto]:
+        return list(self.model.graph.sparse_initializer)
+
+    def as_model_for_inference(self) -> onnx.ModelProto:
+        """The model as loaded (shape inference runs on the graph before any pass)."""
+        return self.model
+
     # -- output ---------------------------------------------------------------------------
     def to_model(self) -> onnx.ModelProto:
         """A new ModelProto: the edited nodes, initializers still read, value infos kept for
@@ -370,3 +423,17 @@ def _to_tensor(v: np.ndarray, name: str) -> onnx.TensorProto:
                                     .reshape(v.shape), name)
         return t
     return numpy_helper.from_array(v, name)
+
+
+def const_type(v: Any) -> onnx.TypeProto:
+    """The tensor type of a constant: a TensorProto as loaded or an ndarray."""
+    if isinstance(v, onnx.TensorProto):
+        return helper.make_tensor_type_proto(v.data_type, list(v.dims))
+    v = np.asarray(v)
+    if v.dtype == object:
+        return helper.make_tensor_type_proto(onnx.TensorProto.STRING, v.shape)
+    try:
+        return helper.make_tensor_type_proto(helper.np_dtype_to_tensor_dtype(v.dtype),
+                                             v.shape)
+    except Exception:   # a dtype without an ONNX element type: type unknown
+        return onnx.TypeProto()
