@@ -94,7 +94,7 @@ class InferenceSession:
         for ep in eps:
             level = min(level, int(getattr(ep, "max_graph_optimization_level", 99)))
         graph = typed_graph(self._loaded)
-        applied = optimize_graph(graph, level, self._disabled_optimizers)
+        applied = optimize_graph(graph, level, self._disabled_optimizers, KernelLookup(eps))
         if so.optimized_model_filepath:
             save_optimized_model(graph.to_model(), so)
         return graph, applied
@@ -119,9 +119,7 @@ class InferenceSession:
             graph, eps, opsets, lookup,
             disable_cpu_fallback=cfg.get("session.disable_cpu_ep_fallback", "0") == "1",
             cpu_requested=cpu_requested)
-        level = so.graph_optimization_level
         planner = Planner(opsets, functions, lookup, execute=execute_plan, partition=part,
-                          fold_constants=level >= GraphOptimizationLevel.ORT_ENABLE_BASIC,
                           ir_version=self._loaded.ir_version,
                           reuse_memory=bool(so.enable_mem_reuse))
         plan = planner.plan_graph(graph, is_main=True, path="main")
@@ -192,7 +190,7 @@ class InferenceSession:
         """A readable account of where every node runs, why the providers ranked above it
         declined it, the number of partitions, and every device copy."""
         return placement_report(self._partition, self._plan.steps, self._planner.copies,
-                                self._planner.folded, self._graph.name)
+                                self._graph.folded, self._graph.name)
 
     def get_provider_stats(self) -> dict[str, dict[str, int]]:
         """Per provider: runs seen, device copies and bytes moved."""

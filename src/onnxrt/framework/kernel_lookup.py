@@ -22,7 +22,7 @@ from onnxrt.framework.kernel import KernelDef, NodeInfo
 from onnxrt.ir.attrs import attribute_value
 from onnxrt.ir.dtypes import np_dtype
 
-__all__ = ["KernelLookup", "bind_kernel", "node_attributes"]
+__all__ = ["KernelLookup", "bind_kernel", "node_attributes", "evaluate_node"]
 
 
 class KernelLookup:
@@ -154,3 +154,46 @@ def _kind(elem_type: int) -> str:
         return np.dtype(np_dtype(elem_type)).kind
     except Exception:
         return ""
+
+
+def evaluate_node(lookup: KernelLookup, node: onnx.NodeProto, opsets: dict[str, int],
+                  inputs: list[Any], input_types: tuple[Any, ...] = ()) -> list[Any] | None:
+    """The outputs of ``node`` on constant ``inputs`` through the host kernel the lookup
+    finds (constant folding), or None when there is none or it declines: no kernel, a
+    kernel that needs a run context, attributes or shapes the spec's rules refuse, or an
+    error (left to the run, where it names the node)."""
+    from onnxrt import validate
+    from onnxrt.ir.schemas import get_schema
+
+    domain = "" if node.domain == "ai.onnx" else node.domain
+    opset = opsets.get(domain)
+    if opset is None:
+        return None
+    schema = get_schema(node.op_type, opset, domain)
+    since = schema.since_version if schema is not None else opset
+    found = lookup.assign(node.op_type, domain, since)
+    if found is None or found[1].context:
+        return None
+    ep, kd = found
+    try:
+        attrs, given = node_attributes(node, schema)
+        info = NodeInfo(
+            name=node.name, op_type=node.op_type, domain=domain, since_version=since,
+            opset=opset, inputs=tuple(node.input), outputs=tuple(node.output), attrs=attrs,
+            constant_inputs={i: v for i, v in enumerate(inputs) if v is not None},
+            input_types=input_types, provider=ep.name)
+        if validate.rules_for(domain, node.op_type):
+            shapes = validate.Shapes([None if v is None else tuple(np.shape(v))
+                                      for v in inputs],
+                                     [i for i, n in enumerate(node.input) if not n])
+            if not validate.check_node(info, shapes):
+                return None
+        fn = bind_kernel(kd, info, given, schema)
+        res = fn(*inputs)
+    except Exception:
+        return None
+    multi = len(node.output) > 1 or (schema is not None and schema.max_output > 1)
+    if not multi:
+        return [res]
+    res = list(res)
+    return res + [None] * (len(node.output) - len(res))

@@ -23,7 +23,7 @@ kernels, compile-based providers and the views providers see are written against
 from __future__ import annotations
 
 import itertools
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 import onnx
@@ -98,7 +98,10 @@ class Graph:
         self.consts: dict[str, np.ndarray] = {}
         self._lazy: dict[str, onnx.TensorProto] = {
             n: t for n, t in self._init_protos.items() if n not in self.overridable}
-        self.deferred: set[str] = set()   # constant, folded by the planner (large values)
+        # constant folding's evaluator, given by the session: (node, input values, input
+        # types) -> output values or None (passes/constant_folding.py)
+        self.evaluate: Callable[..., list[Any] | None] | None = None
+        self.folded: list[str] = []        # nodes constant folding replaced, by name
         self.types: dict[str, onnx.TypeProto] = {}
         for vi in itertools.chain(g.input, g.output, g.value_info):
             if vi.HasField("type"):
@@ -109,7 +112,7 @@ class Graph:
 
     # -- constants ------------------------------------------------------------------------
     def is_const(self, name: str) -> bool:
-        return (name in self.consts or name in self._lazy or name in self.deferred
+        return (name in self.consts or name in self._lazy
                 or self._const_node(name) is not None)
 
     def const(self, name: str) -> np.ndarray | None:
@@ -339,6 +342,14 @@ class Graph:
                     and name not in self.input_names):
                 out[name] = v
         return out
+
+    def prune_consts(self) -> None:
+        """Drop the arrays no node reads any more (weights a fusion rewrote, initializers
+        read by a pass): the session keeps its graph as long as it lives."""
+        self._index()
+        for name in [n for n in self.consts if n not in self._cons
+                     and n not in self.output_names and n not in self.overridable]:
+            del self.consts[name]
 
     @property
     def sparse_initializers(self) -> list[onnx.SparseTensorProto]:

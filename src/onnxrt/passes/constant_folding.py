@@ -1,18 +1,20 @@
-"""Constant folding: nodes whose inputs are all constants become initializers.
+"""Constant folding, the only one a session does: nodes whose inputs are all constants
+become constants.
 
 Shapes known statically (from ONNX shape inference) fold ``Shape`` and ``Size`` first, so
 shape subgraphs (Shape -> Gather -> Unsqueeze -> Concat -> Reshape) fold to constants.
-Every foldable node is evaluated by onnxrt's own CPU kernels in one sub-session (cheaper
-than one evaluation per node: the zoo's light models generate hundreds of weights with
-ConstantOfShape); only values read by the rest of the graph become initializers.
+Every other foldable node is evaluated by the host kernels of the session (the
+``KernelLookup`` it passes in as ``Graph.evaluate``), node by node in graph order; only
+values the rest of the graph reads are kept.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import onnx
-from onnx import AttributeProto, helper
+from onnx import AttributeProto
 
+from onnxrt.ir.attrs import constant_node_value
 from onnxrt.ir.graph import Graph, attr
 
 __all__ = ["fold_constants", "fold_shapes"]
@@ -56,9 +58,7 @@ def fold_shapes(g: Graph) -> bool:
 
 
 def _foldable(g: Graph, n: onnx.NodeProto, known: set[str]) -> bool:
-    if n.domain not in ("", "ai.onnx") or n.op_type in _NONDETERMINISTIC:
-        return False
-    if n.op_type in _NOT_TENSOR:
+    if n.op_type in _NONDETERMINISTIC or n.op_type in _NOT_TENSOR:
         return False
     if any(a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS) for a in n.attribute):
         return False
@@ -66,105 +66,56 @@ def _foldable(g: Graph, n: onnx.NodeProto, known: set[str]) -> bool:
         return False
     ins = [x for x in n.input if x]
     if not ins:
-        return n.op_type == "Constant"
+        return n.op_type == "Constant" and n.domain in ("", "ai.onnx")
     return all(x in known for x in ins)
 
 
-def _closure(g: Graph, names: list[str], ids: set[int]) -> set[int]:
-    """Ids of the folded nodes that ``names`` depend on."""
-    out: set[int] = set()
-    stack = list(names)
-    while stack:
-        p = g.producer(stack.pop())
-        if p is not None and id(p) in ids and id(p) not in out:
-            out.add(id(p))
-            stack.extend(x for x in p.input if x)
-    return out
-
-
 def fold_constants(g: Graph) -> bool:
-    """Fold constant subgraphs. Large results (known from shape inference to exceed
-    ``DEFER_ELEMENTS``) keep their nodes: the planner folds them at session creation without
-    the cost of writing them into the model and reading them back, and fusions see them as
-    constants (``Graph.deferred``)."""
-    known = set(g.consts) | set(g._lazy) | g.deferred
-    folded: list[onnx.NodeProto] = []
+    """Nodes whose inputs are all constants, evaluated once by the host kernels the
+    session's kernel lookup gives (``g.evaluate``), become constants: NumPy arrays in the
+    graph, however large (they enter a ModelProto only when the graph is saved). A node
+    the kernels cannot evaluate stays, and so does everything after it."""
+    evaluate = g.evaluate
+    known = set(g.consts) | set(g._lazy)
+    done: list[onnx.NodeProto] = []
+    made: list[str] = []
     for n in g.nodes:
-        if _foldable(g, n, known):
-            folded.append(n)
-            known.update(o for o in n.output if o)
-    if not folded:
-        return False
-    ids = {id(n) for n in folded}
-    produced = {o for n in folded for o in n.output if o}
-    frontier = sorted(name for name in produced
-                      if any(id(c) not in ids for c in g.consumers(name)))
-    big = [name for name in frontier if _size(g, name) > DEFER_ELEMENTS]
-    small = [name for name in frontier if name not in big]
-    keep = _closure(g, big, ids)
-    evaluate = _closure(g, small, ids)
-    if all(g.producer(x).op_type == "Constant" for x in small):
-        small, evaluate = [], set()
-    changed = False
-    if small:
-        values = _evaluate(g, [n for n in folded if id(n) in evaluate], small, produced)
-        if values is None:
-            return False
-        for name, v in zip(small, values):
-            if isinstance(v, np.ndarray) and v.size <= DEFER_ELEMENTS:
-                g.consts[name] = v
-            else:   # a sequence, an optional, or large after all: its nodes stay
-                keep |= _closure(g, [name], ids)
-        for name in small:
-            if name in g.consts and id(g.producer(name)) in keep:
-                del g.consts[name]     # its producer stays: do not define it twice
-        dead = [n for n in folded if id(n) in evaluate and id(n) not in keep]
-        if dead:
-            g.remove(dead)
-            changed = True
-    for n in folded:
-        if id(n) in keep:
-            g.deferred.update(o for o in n.output if o)
-    return changed
-
-
-DEFER_ELEMENTS = 1 << 16
-
-
-def _size(g: Graph, name: str) -> int:
-    s = g.shape(name)
-    if s is None or not all(isinstance(d, int) for d in s):
-        return 0
-    return int(np.prod(s, dtype=np.int64))
-
-
-def _evaluate(g: Graph, nodes: list[onnx.NodeProto], names: list[str],
-              produced: set[str]) -> list | None:
-    """Values of ``names`` computed by ``nodes`` with onnxrt's CPU kernels, or None."""
-    import onnxrt
-    from onnxrt.ir.graph import _to_tensor
-
-    sub_inputs = sorted({x for n in nodes for x in n.input if x and x not in produced})
-    inits = []
-    for x in sub_inputs:
-        t = g._init_protos.get(x)
-        if t is not None and x not in g.consts:
-            inits.append(t)
+        if not _foldable(g, n, known):
+            continue
+        if n.op_type == "Constant":
+            try:
+                values = [constant_node_value(n)]
+            except Exception:
+                continue
         else:
-            v = g.const(x)
-            if v is None:
-                return None
-            inits.append(_to_tensor(v, x))
-    graph = helper.make_graph(nodes, "fold", [], [helper.make_value_info(o, onnx.TypeProto())
-                                                  for o in names], inits)
-    model = helper.make_model(graph, opset_imports=[
-        helper.make_opsetid(d, v) for d, v in g.opsets.items()], ir_version=g.model.ir_version)
-    model.functions.extend(g.model.functions)
-    so = onnxrt.SessionOptions()
-    so.graph_optimization_level = onnxrt.GraphOptimizationLevel.ORT_DISABLE_ALL
-    so.enable_cpu_mem_arena = False     # the user's session decides the process-wide arena
-    try:
-        sess = onnxrt.InferenceSession(model, so, providers=["CPUExecutionProvider"])
-        return sess.run(None, {})
-    except Exception:  # an error here is the node's own: it is reported at run time
-        return None
+            if evaluate is None:
+                continue
+            args = [None if not x else g.const(x) for x in n.input]
+            if any(x and v is None for x, v in zip(n.input, args)):
+                continue
+            values = evaluate(n, args, tuple(g.types.get(x) for x in n.input))
+            if values is None:
+                continue
+        if not all(isinstance(v, np.ndarray) or not o for o, v in zip(n.output, values)):
+            continue        # a sequence, an optional or a map is no initializer
+        for o, v in zip(n.output, values):
+            if o:
+                g.consts[o] = v
+                made.append(o)
+                known.add(o)
+        done.append(n)
+    if not done:
+        return False
+    # Constant nodes alone are left as they are written: nothing to gain
+    if all(n.op_type == "Constant" for n in done):
+        for o in made:
+            del g.consts[o]
+        return False
+    g.remove(done)
+    g.touch()
+    g.folded.extend(n.name or n.op_type for n in done)
+    read = g.read_names()
+    for o in made:         # intermediates of folded chains are not kept
+        if o not in read and not g.is_output(o):
+            del g.consts[o]
+    return True

@@ -91,16 +91,12 @@ def _channel_vector(v: np.ndarray, m: int, rank: int) -> np.ndarray | None:
 
 
 # -- Conv weights ------------------------------------------------------------------------
-# weights up to this many elements are rescaled here; larger ones get a Mul node on the
-# constant weight that the planner folds at session creation (no copy into the model proto)
-_DIRECT_ELEMENTS = 1 << 16
-
 
 def _conv_weights(g: Graph, conv: onnx.NodeProto) -> tuple[str, int, np.dtype,
                                                            np.ndarray] | None:
     """(weight name, output channels, dtype, bias as float64) of a Conv whose weight and
     bias are constants."""
-    if len(conv.input) < 2 or not g.is_const(conv.input[1]):
+    if len(conv.input) < 2 or g.const(conv.input[1]) is None:
         return None
     shape, et = g.shape(conv.input[1]), g.elem_type(conv.input[1])
     if shape is None or len(shape) < 3 or not isinstance(shape[0], int) or \
@@ -122,19 +118,10 @@ def _rewrite_conv(g: Graph, conv: onnx.NodeProto, w: str, scale: np.ndarray | No
                   b: np.ndarray, dt: np.dtype, out: str, dead: list[onnx.NodeProto],
                   at: onnx.NodeProto) -> None:
     """Conv with weight ``w`` scaled per output channel by ``scale`` and bias ``b``."""
-    new_nodes = []
     if scale is not None:
         rank = len(g.shape(w))
         s = scale.reshape((-1,) + (1,) * (rank - 1))
-        wv = g.const(w) if g.shape(w) and np.prod(g.shape(w)) <= _DIRECT_ELEMENTS else None
-        if wv is not None:
-            w = g.add_const((wv.astype(np.float64) * s).astype(dt), w)
-        else:
-            w_out = g.fresh(w + "_scaled")
-            new_nodes.append(_node("Mul", [w, g.add_const(s.astype(dt), w + "_scale")],
-                                   [w_out], w_out))
-            w = w_out
-            g.deferred.add(w_out)
+        w = g.add_const((g.const(w).astype(np.float64) * s).astype(dt), w)
     new = onnx.NodeProto()
     new.CopyFrom(conv)
     del new.input[:]
@@ -142,7 +129,7 @@ def _rewrite_conv(g: Graph, conv: onnx.NodeProto, w: str, scale: np.ndarray | No
     bias = conv.input[2] if len(conv.input) > 2 and conv.input[2] else w + "_bias"
     new.input.extend([conv.input[0], w, g.add_const(b.astype(dt), bias)])
     new.output.append(out)
-    g.replace(dead, new_nodes + [new], at)
+    g.replace(dead, new, at)
 
 
 def fuse_conv_bn(g: Graph) -> bool:

@@ -16,6 +16,7 @@ import onnx
 from onnxrt.passes import constant_folding as cf
 from onnxrt.passes import elimination as el
 from onnxrt.passes import fusions as fu
+from onnxrt.framework.kernel_lookup import KernelLookup, evaluate_node
 from onnxrt.ir.graph import Graph
 from onnxrt.ir.shapes import infer_types
 
@@ -52,23 +53,30 @@ PASSES: list[tuple[str, int, Callable[[Graph], bool]]] = [
 _MAX_ROUNDS = 4
 
 
-def optimize(model: onnx.ModelProto, level: int,
-             disabled: frozenset[str] = frozenset()) -> tuple[onnx.ModelProto, list[str]]:
+def optimize(model: onnx.ModelProto, level: int, disabled: frozenset[str] = frozenset(),
+             kernels: KernelLookup | None = None) -> tuple[onnx.ModelProto, list[str]]:
     """The optimized model and the names of the passes that changed it (the caller's model
-    is not modified). Sessions run ``optimize_graph`` on their graph instead."""
+    is not modified); ``kernels`` evaluate constant folding (without, only Constant nodes
+    and shapes fold). Sessions run ``optimize_graph`` on their graph instead."""
     if level <= 0 or not model.graph.node:
         return model, []
     g = Graph(model)
     infer_types(g)
-    applied = optimize_graph(g, level, disabled)
+    applied = optimize_graph(g, level, disabled, kernels)
     return g.to_model(), applied
 
 
-def optimize_graph(g: Graph, level: int, disabled: frozenset[str] = frozenset()) -> list[str]:
+def optimize_graph(g: Graph, level: int, disabled: frozenset[str] = frozenset(),
+                   kernels: KernelLookup | None = None) -> list[str]:
     """Rewrite ``g`` in place by the passes of ``level``; the names of those that changed
-    it."""
+    it. ``kernels``: the session's host kernels, which constant folding evaluates nodes
+    with."""
     if level <= 0 or not g.nodes:
         return []
+    if kernels is not None:
+        opsets = g.opsets
+        g.evaluate = lambda node, args, types: evaluate_node(kernels, node, opsets, args,
+                                                             types)
     if "ConstantFolding" in disabled:   # onnxruntime folds shapes inside ConstantFolding
         disabled = disabled | {"ShapeFolding"}
     applied: list[str] = []
@@ -91,4 +99,6 @@ def optimize_graph(g: Graph, level: int, disabled: frozenset[str] = frozenset())
             break
     for n, f in fusions:
         run(n, f)
+    g.evaluate = None
+    g.prune_consts()
     return applied

@@ -21,7 +21,7 @@ from onnxrt.errors import EPFail as EPFailErr
 from onnxrt.errors import InvalidGraph, NotImplemented as NotImplementedErr
 from onnxrt.framework.kernel import KernelDef, NodeInfo
 from onnxrt.framework.device import CPU_DEVICE, Device
-from onnxrt.ir.attrs import attribute_value, sparse_to_dense, tensor_to_array
+from onnxrt.ir.attrs import constant_node_value, sparse_to_dense, tensor_to_array
 from onnxrt.ir.graph import Graph, const_type
 from onnxrt.ir.schemas import function_body, get_schema, has_context_dependent_body, known_op
 from onnxrt.framework.kernel_lookup import KernelLookup, bind_kernel, node_attributes
@@ -33,7 +33,6 @@ from onnxrt.plan.plan import (MODE_CTX, MODE_MULTI, MODE_SINGLE, NONE_SLOT, SINK
 __all__ = ["Planner", "graph_free_names"]
 
 FUNCTION_PROVIDER = "CPUExecutionProvider"  # runs function bodies' call steps
-HOST_PROVIDER = "CPUExecutionProvider"      # constant folding uses host kernels only
 
 
 _node_reads = node_reads
@@ -149,28 +148,6 @@ def _with_frees(steps: list[Step], output_slots: Iterable[int], input_slots: Ite
             for st, f in zip(steps, frees)]
 
 
-def _constant_value(node: onnx.NodeProto) -> Any:
-    for a in node.attribute:
-        v = attribute_value(a)
-        if a.name == "value" or a.name == "sparse_value":
-            return v
-        if a.name == "value_float":
-            return np.array(v, dtype=np.float32)
-        if a.name == "value_floats":
-            return np.array(v, dtype=np.float32)
-        if a.name == "value_int":
-            return np.array(v, dtype=np.int64)
-        if a.name == "value_ints":
-            return np.array(v, dtype=np.int64)
-        if a.name == "value_string":
-            return np.array(v, dtype=object)
-        if a.name == "value_strings":
-            out = np.empty(len(v), dtype=object)
-            out[:] = v
-            return out
-    raise InvalidGraph(f"Constant node {node.name!r} has no value attribute")
-
-
 def _graph_parts(graph: Graph | onnx.GraphProto) -> tuple[Any, ...]:
     """(nodes, constants by name, sparse initializers, inputs, outputs, types) of the
     session's graph or of a nested graph or function body (a GraphProto)."""
@@ -219,7 +196,7 @@ class Planner:
     def __init__(self, opsets: dict[str, int], functions: dict[tuple[str, str], onnx.FunctionProto],
                  lookup: KernelLookup, *, execute: Callable[..., list[Any]],
                  partition: Any = None,
-                 fold_constants: bool = True, ir_version: int = 8,
+                 ir_version: int = 8,
                  reuse_memory: bool = True) -> None:
         self.opsets = {("" if k == "ai.onnx" else k): v for k, v in opsets.items()}
         self.functions = functions
@@ -228,12 +205,10 @@ class Planner:
         # the planner does not import the execution stage)
         self.execute = execute
         self.partition = partition
-        self.fold_constants = fold_constants
         self.reuse_memory = reuse_memory      # Concat inputs written in place (inplace.py)
         # before IR 4 every initializer was also listed as a graph input, and such inputs are
         # constants, not overridable (onnxruntime treats them the same way)
         self.initializer_inputs_are_constant = ir_version < 4
-        self.folded: list[str] = []
         self.copies: list[CopyRecord] = []
         self.fused: list[Any] = []
         providers = partition.providers if partition is not None else lookup.providers
@@ -286,7 +261,7 @@ class Planner:
         path); graphs without a path (function bodies) run on host providers.
         ``outer_constants``: values of enclosing scopes known at session creation (their
         initializers and folded nodes): a nested graph holds them as its own constants, so
-        its nodes fold and its kernels pre-pack weights read from the outer graph (an
+        its kernels pre-pack weights read from the outer graph (an
         exported LSTM inside an If reads the main graph's weights) instead of receiving
         them as implicit inputs on every call."""
         opsets = self.opsets if opsets is None else opsets
@@ -396,7 +371,7 @@ class Planner:
                 continue
             node = unit.node
             if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
-                v = _constant_value(node)
+                v = constant_node_value(node)
                 new_slot(node.output[0], v)
                 constants[node.output[0]] = v
                 continue
@@ -433,15 +408,6 @@ class Planner:
             step = self._make_step(node, opsets, subgraphs, implicit, const_in, in_types,
                                    out_types, tuple(ins + implicit_slots), tuple(outs),
                                    placement)
-            if dev.is_host and self._foldable(node, step, const_in):
-                folded = self._fold(step, initial)
-                if folded is not None:
-                    for name, slot, v in zip(node.output, outs, folded):
-                        if name:
-                            initial[slot] = v
-                            constants[name] = v
-                    self.folded.append(node.name or node.op_type)
-                    continue
             host_in = step_kernel_host_inputs(placement)
             moved = tuple(on_device(s, CPU_DEVICE if k in host_in else dev, who)
                           for k, s in enumerate(step.ins))
@@ -525,30 +491,6 @@ class Planner:
                         outputs=tuple(out_names), provider=ep.name)
         steps.append(Step(_Fused(fn, len(out_names), grp.name, ep.name), ins, tuple(outs),
                           MODE_MULTI, (), info, ep.name))
-
-    def _foldable(self, node: onnx.NodeProto, step: Step, const_in: dict[int, Any]) -> bool:
-        """A node is folded at session creation when every input it reads is a constant and
-        its result cannot change between runs."""
-        if not self.fold_constants or step.mode & MODE_CTX or step.node.subgraphs:
-            return False
-        if node.op_type in _NONDETERMINISTIC or step.provider != HOST_PROVIDER:
-            return False
-        present = [i for i, n in enumerate(node.input) if n]
-        if not present and node.op_type not in _FOLDABLE_WITHOUT_INPUTS:
-            return False
-        return all(i in const_in for i in present)
-
-    @staticmethod
-    def _fold(step: Step, initial: list[Any]) -> list[Any] | None:
-        args = [initial[s] for s in step.ins]
-        try:
-            res = step.fn(*args)
-        except Exception:  # leave it to run time, where the error names the node
-            return None
-        if step.mode & MODE_MULTI:
-            res = list(res) + [None] * (len(step.outs) - len(res))
-            return res
-        return [res]
 
     def _plan_subgraphs(self, node: onnx.NodeProto, visible: frozenset[str],
                         opsets: dict[str, int], path: str | None = None, index: int = 0,
@@ -807,14 +749,6 @@ class _PerShape:
                     fn = self.ep.compile(shaped)
                     self.cache[key] = fn
         return fn(*args)
-
-# ops whose result may differ from run to run (never folded)
-_NONDETERMINISTIC = frozenset({
-    "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
-    "Bernoulli", "Dropout",
-})
-_FOLDABLE_WITHOUT_INPUTS: frozenset[str] = frozenset()
-
 
 def _substitute(node: onnx.NodeProto, attrs: dict[str, AttributeProto]) -> onnx.NodeProto:
     """A copy of a function-body node with ``ref_attr_name`` attributes resolved."""
