@@ -1,9 +1,9 @@
-"""Constant folding, the only one a session does: nodes whose inputs are all constants
-become constants.
+"""The ConstantFolding rule (onnxruntime's name for it), the only constant folding a
+session does: nodes whose inputs are all constants become constants.
 
-Shapes known statically (from ONNX shape inference) fold ``Shape`` and ``Size`` first, so
-shape subgraphs (Shape -> Gather -> Unsqueeze -> Concat -> Reshape) fold to constants.
-Every other foldable node is evaluated by the host kernels of the session (the
+ShapeFolding (shape_folding.py) folds ``Shape`` and ``Size`` of statically known shapes
+first, so shape subgraphs (Shape -> Gather -> Unsqueeze -> Concat -> Reshape) fold here.
+Every foldable node is evaluated by the host kernels of the session (the
 ``KernelLookup`` it passes in as ``Graph.evaluate``), node by node in graph order; only
 values the rest of the graph reads are kept.
 """
@@ -15,9 +15,10 @@ import onnx
 from onnx import AttributeProto
 
 from onnxrt.ir.attrs import constant_node_value
-from onnxrt.ir.graph import Graph, attr
+from onnxrt.ir.graph import Graph
+from onnxrt.passes.registry import BASIC, rule
 
-__all__ = ["fold_constants", "fold_shapes"]
+__all__ = ["fold_constants"]
 
 _NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
                      "Multinomial", "Bernoulli", "Dropout"}
@@ -25,36 +26,6 @@ _NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "Rando
 _NOT_TENSOR = {"SequenceConstruct", "SequenceEmpty", "SequenceInsert", "SequenceErase",
                "SplitToSequence", "Optional", "OptionalGetElement", "OptionalHasElement",
                "SequenceMap", "ZipMap", "CastMap", "DictVectorizer"}
-
-
-def fold_shapes(g: Graph) -> bool:
-    """Shape/Size of values whose static shape is fully known become constants."""
-    changed = False
-    for n in list(g.nodes):
-        if n.op_type not in ("Shape", "Size") or n.domain not in ("", "ai.onnx"):
-            continue
-        if not n.input or g.is_output(n.output[0]):
-            continue
-        s = g.shape(n.input[0])
-        if s is None or not all(isinstance(d, int) for d in s):
-            continue
-        if n.op_type == "Size":
-            val = np.array(int(np.prod(s, dtype=np.int64)), dtype=np.int64)
-        else:
-            r = len(s)
-            start = int(attr(n, "start", 0))
-            end = attr(n, "end", None)
-            start = min(max(start + r if start < 0 else start, 0), r)
-            end = r if end is None else int(end)
-            end = min(max(end + r if end < 0 else end, 0), r)
-            val = np.array(s[start:end], dtype=np.int64)
-        name = g.add_const(val, n.output[0])
-        if not g.can_bypass(n.output[0]):
-            continue
-        g.replace_uses(n.output[0], name)
-        g.remove([n])
-        changed = True
-    return changed
 
 
 def _foldable(g: Graph, n: onnx.NodeProto, known: set[str]) -> bool:
@@ -70,6 +41,7 @@ def _foldable(g: Graph, n: onnx.NodeProto, known: set[str]) -> bool:
     return all(x in known for x in ins)
 
 
+@rule("ConstantFolding", BASIC, order=40, ops=None)
 def fold_constants(g: Graph) -> bool:
     """Nodes whose inputs are all constants, evaluated once by the host kernels the
     session's kernel lookup gives (``g.evaluate``), become constants: NumPy arrays in the

@@ -1,4 +1,4 @@
-"""Multi-head attention into com.microsoft Attention (Q, K, V projected from one input by
+"""The AttentionFusion rule (onnxruntime's name for it): multi-head attention into com.microsoft Attention (Q, K, V projected from one input by
 constant weights: one packed QKV GEMM) or MultiHeadAttention (any Q, K, V).
 
 The pattern, as PyTorch's TorchScript exporter (BERT, GPT-2's attention core) and the dynamo
@@ -24,6 +24,7 @@ from onnx import TensorProto as TP
 from onnx import helper
 
 from onnxrt.ir.graph import MS_DOMAIN, Graph, attr, same_dim
+from onnxrt.passes.registry import EXTENDED, rule
 
 __all__ = ["fuse_attention"]
 
@@ -119,12 +120,9 @@ def _softmax_last(g: Graph, sm: onnx.NodeProto) -> bool:
     return axis in (-1, 3)
 
 
-def fuse_attention(g: Graph) -> bool:
-    changed = False
-    for sm in list(g.nodes):
-        if _is(sm, "Softmax") and _softmax_last(g, sm):
-            changed |= _fuse_one(g, sm)
-    return changed
+@rule("AttentionFusion", EXTENDED, order=210, ops=("Softmax",))
+def fuse_attention(g: Graph, sm: onnx.NodeProto) -> bool:
+    return _is(sm, "Softmax") and _softmax_last(g, sm) and _fuse_one(g, sm)
 
 
 def _fuse_one(g: Graph, sm: onnx.NodeProto) -> bool:
