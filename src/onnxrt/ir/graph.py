@@ -362,7 +362,9 @@ class Graph:
     # -- output ---------------------------------------------------------------------------
     def to_model(self) -> onnx.ModelProto:
         """A new ModelProto: the edited nodes, initializers still read, value infos kept for
-        surviving values, opset imports for domains the fusions introduced."""
+        surviving values, opset imports for domains the fusions introduced. FusedConv nodes
+        whose activation onnxruntime's FusedConv lacks (HardSwish, Silu) are written as a
+        FusedConv and the activation's nodes, so the file loads in onnxruntime too."""
         self._index()
         m = onnx.ModelProto()
         g0 = self.model.graph
@@ -370,7 +372,7 @@ class Graph:
         g = onnx.GraphProto()
         g.name = g0.name
         g.doc_string = g0.doc_string
-        g.node.extend(self.nodes)
+        g.node.extend(_onnxruntime_form(self.nodes, self.fresh))
         legacy = self.model.ir_version < 4   # initializers must be listed as inputs
         dropped = set()
         for name, t in self._init_protos.items():   # originals: kept as they were
@@ -418,6 +420,38 @@ class Graph:
             m.opset_import.append(helper.make_opsetid(d, v))
         m.graph.CopyFrom(g)
         return m
+
+
+# FusedConv activations onnxrt's kernel applies but onnxruntime's FusedConv refuses:
+# written as FusedConv without an activation and the activation's own nodes after it
+_NOT_IN_ONNXRUNTIME = ("HardSwish", "Silu")
+
+
+def _onnxruntime_form(nodes: list[onnx.NodeProto], fresh: Callable[[str], str]
+                      ) -> list[onnx.NodeProto]:
+    """The nodes as a model file holds them: loadable by onnxruntime as well."""
+    out: list[onnx.NodeProto] = []
+    for n in nodes:
+        act = attr(n, "activation") if n.op_type == "FusedConv" and \
+            n.domain == MS_DOMAIN else None
+        if act not in _NOT_IN_ONNXRUNTIME:
+            out.append(n)
+            continue
+        conv = _copy(n)
+        del conv.attribute[:]
+        conv.attribute.extend(a for a in n.attribute
+                              if a.name not in ("activation", "activation_params"))
+        y = n.output[0]
+        t = fresh(y + "_conv")
+        conv.output[0] = t
+        out.append(conv)
+        if act == "HardSwish":
+            out.append(helper.make_node("HardSwish", [t], [y], name=fresh(y + "_hardswish")))
+        else:
+            s = fresh(y + "_sigmoid")
+            out += [helper.make_node("Sigmoid", [t], [s], name=s),
+                    helper.make_node("Mul", [t, s], [y], name=fresh(y + "_silu"))]
+    return out
 
 
 def _copy(n: onnx.NodeProto) -> onnx.NodeProto:
