@@ -119,10 +119,10 @@ class InferenceSession:
             graph, eps, opsets, lookup,
             disable_cpu_fallback=cfg.get("session.disable_cpu_ep_fallback", "0") == "1",
             cpu_requested=cpu_requested)
-        planner = Planner(opsets, functions, lookup, execute=execute_plan, partition=part,
-                          ir_version=self._loaded.ir_version,
+        planner = Planner(opsets, functions, lookup, execute=execute_plan, graph=graph,
+                          providers=eps, ir_version=self._loaded.ir_version,
                           reuse_memory=bool(so.enable_mem_reuse))
-        plan = planner.plan_graph(graph, is_main=True, path="main")
+        plan = planner.plan_graph(graph, is_main=True)
         # state swapped in only once everything succeeded: a failed rebuild keeps the old one
         self._graph = graph
         self._model_proto = None
@@ -189,7 +189,7 @@ class InferenceSession:
     def placement_report(self) -> str:
         """A readable account of where every node runs, why the providers ranked above it
         declined it, the number of partitions, and every device copy."""
-        return placement_report(self._partition, self._plan.steps, self._planner.copies,
+        return placement_report(self._partition, self._plan.steps, self._partition.copies,
                                 self._graph.folded, self._graph.name)
 
     def get_provider_stats(self) -> dict[str, dict[str, int]]:

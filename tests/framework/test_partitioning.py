@@ -48,7 +48,7 @@ def test_copies_inserted_exactly_at_crossings_and_results_match_cpu():
                                rtol=1e-6)
     where = {sg.get_nodes()[0].name: sg.ep_name for sg in s.get_provider_graph_assignment_info()}
     assert where == {"relu": FAKE, "sigmoid": CPU, "add": FAKE, "mul": FAKE}
-    copies = [(c.value, c.src, c.dst) for c in s._planner.copies]
+    copies = [(c.value, c.src, c.dst) for c in s._partition.copies]
     # x to the device, a back to the host, b and y to the device, w (a constant) once at
     # session creation, and z home as a graph output (done by run)
     assert sorted(copies) == sorted([("x", "cpu", "fake:0"), ("a", "fake:0", "cpu"),

@@ -23,6 +23,7 @@ kernels, compile-based providers and the views providers see are written against
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -31,8 +32,8 @@ from onnx import AttributeProto, helper, numpy_helper
 
 from onnxrt.ir.attrs import attribute_value, tensor_to_array
 
-__all__ = ["Graph", "MS_DOMAIN", "attr", "same_dim", "same_shape", "subgraph_reads",
-           "const_type"]
+__all__ = ["Graph", "SubGraph", "NodeMeta", "MS_DOMAIN", "attr", "same_dim", "same_shape",
+           "subgraph_reads", "const_type"]
 
 MS_DOMAIN = "com.microsoft"
 
@@ -74,8 +75,53 @@ def subgraph_reads(node: onnx.NodeProto) -> set[str]:
     return out
 
 
+@dataclass(eq=False)
+class NodeMeta:
+    """What partitioning writes on a node for the planner to read."""
+
+    provider: Any = None        # the ExecutionProvider that runs the node
+    kernel: Any = None          # its KernelDef (None: a fused node, a copy, a function call)
+    fused: Any = None           # a fused node: the FusedSubgraph its provider compiled
+    compiled: Any = None        # a fused node: the callable the provider returned
+    device: Any = None          # a copy node: the device it copies to
+    source: Any = None          # a copy node: the device it copies from
+    # a node with subgraphs: outer values its subgraphs read, by name, from copies of them
+    implicit: dict[str, str] = field(default_factory=dict)
+
+
+class SubGraph:
+    """A nested graph (an If branch, a Loop or Scan body) as the stages after the passes see
+    it: its own node list, which partitioning edits (copies, fused nodes), its inputs,
+    outputs (renamed where partitioning copies a result back to the host), constants and the
+    types shape inference wrote into it."""
+
+    def __init__(self, proto: onnx.GraphProto, name: str) -> None:
+        self.proto = proto
+        self.name = name
+        # copies: partitioning renames inputs to copy nodes, which the proto (read by the
+        # outer graph for what the subgraph needs from outside) must not see
+        self.nodes: list[onnx.NodeProto] = [_copy(n) for n in proto.node]
+        self.inputs = list(proto.input)
+        self.outputs = [_copy_vi(vi) for vi in proto.output]
+        self.sparse_initializers = list(proto.sparse_initializer)
+        self._consts = {t.name: t for t in proto.initializer}
+        self.types: dict[str, onnx.TypeProto] = {}
+        for vi in itertools.chain(proto.input, proto.value_info, proto.output):
+            if vi.HasField("type"):
+                self.types[vi.name] = vi.type
+
+    def constant_values(self) -> dict[str, Any]:
+        return dict(self._consts)
+
+
+def _copy_vi(vi: onnx.ValueInfoProto) -> onnx.ValueInfoProto:
+    c = onnx.ValueInfoProto()
+    c.CopyFrom(vi)
+    return c
+
+
 class Graph:
-    """The main graph of a model, editable by passes."""
+    """The main graph of a model, editable by passes, annotated by partitioning."""
 
     def __init__(self, model: onnx.ModelProto, copy: bool = True) -> None:
         """``copy``: the passes edit nodes in place; False when the caller's model is the
@@ -107,6 +153,9 @@ class Graph:
             if vi.HasField("type"):
                 self.types[vi.name] = vi.type
         self.has_subgraphs = False
+        # node annotations (id of the node -> (node, meta)): nodes of nested graphs too
+        self._meta: dict[int, tuple[onnx.NodeProto, NodeMeta]] = {}
+        self._subgraphs: dict[tuple[int, str, int], tuple[onnx.NodeProto, SubGraph]] = {}
         self._names = itertools.count()
         self._dirty = True
 
@@ -316,6 +365,30 @@ class Graph:
     def uses_domain(self, domain: str, version: int = 1) -> None:
         if domain not in self.opsets:
             self.opsets[domain] = version
+
+    # -- annotations ------------------------------------------------------------------
+    def annotate(self, node: onnx.NodeProto, **fields: Any) -> NodeMeta:
+        """The node's annotations, created on first use, with ``fields`` set."""
+        entry = self._meta.get(id(node))
+        if entry is None or entry[0] is not node:
+            entry = self._meta[id(node)] = (node, NodeMeta())
+        for k, v in fields.items():
+            setattr(entry[1], k, v)
+        return entry[1]
+
+    def meta(self, node: onnx.NodeProto) -> NodeMeta | None:
+        entry = self._meta.get(id(node))
+        return entry[1] if entry is not None and entry[0] is node else None
+
+    def subgraph(self, node: onnx.NodeProto, attr_name: str, k: int | None,
+                 proto: onnx.GraphProto, name: str) -> SubGraph:
+        """The SubGraph of a graph attribute of ``node`` (``k``: the position in a GRAPHS
+        attribute), made on first use; ``name`` labels it (its path)."""
+        key = (id(node), attr_name, -1 if k is None else k)
+        entry = self._subgraphs.get(key)
+        if entry is None or entry[0] is not node:
+            entry = self._subgraphs[key] = (node, SubGraph(proto, name))
+        return entry[1]
 
     # -- what later stages read ------------------------------------------------------
     @property

@@ -8,7 +8,7 @@ import onnx
 from onnx import AttributeProto
 
 __all__ = ["node_reads", "graph_free_names", "subgraph_path", "iter_subgraphs",
-           "has_subgraphs"]
+           "has_subgraphs", "iter_subgraph_attrs", "topo_order"]
 
 
 def graph_free_names(graph: onnx.GraphProto | Any, defined: Any = ()) -> list[str]:
@@ -62,3 +62,61 @@ def iter_subgraphs(node: onnx.NodeProto, parent: str,
         elif a.type == AttributeProto.GRAPHS:
             for k, g in enumerate(a.graphs):
                 yield subgraph_path(parent, index, a.name, k), g
+
+
+def iter_subgraph_attrs(node: onnx.NodeProto) -> Iterator[tuple[str, int | None,
+                                                                 onnx.GraphProto]]:
+    """(attribute name, position in a GRAPHS attribute or None, graph) of each graph
+    attribute of ``node``."""
+    for a in node.attribute:
+        if a.type == AttributeProto.GRAPH:
+            yield a.name, None, a.g
+        elif a.type == AttributeProto.GRAPHS:
+            for k, g in enumerate(a.graphs):
+                yield a.name, k, g
+
+
+def topo_order(nodes: list[onnx.NodeProto], graph_name: str = "") -> list[onnx.NodeProto]:
+    """``nodes`` in an order where every value is produced before a node reads it
+    (subgraphs' outer reads included), changed as little as possible: the same list when
+    it already is one. A cycle is an InvalidGraph error naming nodes on it."""
+    from onnxrt.errors import InvalidGraph
+
+    outputs = [[o for o in n.output if o] for n in nodes]
+    reads = [node_reads(n) if has_subgraphs(n) else list(n.input) for n in nodes]
+    produced_by: dict[str, int] = {}
+    for i, outs in enumerate(outputs):
+        for o in outs:
+            produced_by[o] = i
+    seen: set[str] = set()
+    ok = True
+    for i in range(len(nodes)):
+        if any(x and x not in seen and x in produced_by for x in reads[i]):
+            ok = False
+            break
+        seen.update(outputs[i])
+    if ok:
+        return nodes
+    deps = [sorted({produced_by[x] for x in reads[i]
+                    if x and x in produced_by and produced_by[x] != i})
+            for i in range(len(nodes))]
+    indeg = [len(d) for d in deps]
+    users: dict[int, list[int]] = {}
+    for i, d in enumerate(deps):
+        for j in d:
+            users.setdefault(j, []).append(i)
+    import heapq
+    ready = [i for i, k in enumerate(indeg) if k == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(i)
+        for u in users.get(i, ()):
+            indeg[u] -= 1
+            if indeg[u] == 0:
+                heapq.heappush(ready, u)
+    if len(order) != len(nodes):
+        stuck = [nodes[i].name or nodes[i].op_type for i in range(len(nodes)) if indeg[i] > 0]
+        raise InvalidGraph(f"graph {graph_name!r} has a cycle through nodes {stuck[:10]}")
+    return [nodes[i] for i in order]

@@ -20,8 +20,10 @@ from onnxrt.ir.attrs import tensor_to_array
 from onnxrt.ir.schemas import get_schema
 from onnxrt.framework.capability import Capability
 from onnxrt.framework.graph_view import GraphView, NodeView, ValueInfo
-from onnxrt.ir.graph import Graph, const_type
-from onnxrt.ir.walk import iter_subgraphs
+from onnxrt.ir.graph import Graph, SubGraph, const_type
+from onnxrt.ir.walk import iter_subgraph_attrs, subgraph_path
+from onnxrt.partition.copies import CopyRecord, insert_copies
+from onnxrt.partition.fused_nodes import fuse_group
 
 __all__ = ["Partition", "Placement", "FusedGroup", "partition_model"]
 
@@ -66,12 +68,7 @@ class Partition:
     declines: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
     host_preferred: set[int] = field(default_factory=set)
     types: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    def lookup(self, path: str, index: int) -> tuple[NodeView | None, Placement | None]:
-        nid = self.index.get((path, index))
-        if nid is None:
-            return None, None
-        return self.nodes[nid], self.placement.get(nid)
+    copies: list[CopyRecord] = field(default_factory=list)
 
     def decline(self, node: NodeView, provider: str, reason: str) -> None:
         lst = self.declines.setdefault(node.id, [])
@@ -83,32 +80,29 @@ class Partition:
         return [ep.name for ep in self.providers if ep.name in used]
 
 
-def _types(graph: Graph) -> dict[str, dict[str, Any]]:
-    """Types by value name for every graph path: the graph's own (declared and inferred at
-    load) and the value_info shape inference wrote into nested graphs."""
-    main = dict(graph.types)
-    for name, v in graph.constant_values().items():
-        if name not in main:
-            main[name] = const_type(v)
-    out: dict[str, dict[str, Any]] = {"main": main}
+def _graphs(graph: Graph) -> dict[str, Graph | SubGraph]:
+    """Every graph of the model by path ("main", then nested graphs depth first)."""
+    out: dict[str, Graph | SubGraph] = {}
 
-    def walk(g: onnx.GraphProto, path: str) -> None:
-        types: dict[str, Any] = {}
-        for vi in list(g.input) + list(g.value_info) + list(g.output):
-            if vi.HasField("type"):
-                types[vi.name] = vi.type
-        for t in g.initializer:
-            types.setdefault(t.name, onnx.helper.make_tensor_type_proto(t.data_type,
-                                                                        list(t.dims)))
-        out[path] = types
-        for i, n in enumerate(g.node):
-            for sub_path, sg in iter_subgraphs(n, path, i):
-                walk(sg, sub_path)
+    def walk(g: Graph | SubGraph, path: str) -> None:
+        out[path] = g
+        for i, n in enumerate(list(g.nodes)):
+            for a_name, k, proto in iter_subgraph_attrs(n):
+                sub_path = subgraph_path(path, i, a_name, k)
+                walk(graph.subgraph(n, a_name, k, proto, sub_path), sub_path)
 
-    for i, n in enumerate(graph.nodes):
-        for sub_path, sg in iter_subgraphs(n, "main", i):
-            walk(sg, sub_path)
+    walk(graph, "main")
     return out
+
+
+def _types(g: Graph | SubGraph) -> dict[str, Any]:
+    """Types by value name: the graph's own (declared, and inferred once at load) and its
+    constants'."""
+    types = dict(g.types)
+    for name, v in g.constant_values().items():
+        if name not in types:
+            types[name] = const_type(v)
+    return types
 
 
 def partition_model(graph: Graph, providers: Sequence[ExecutionProvider],
@@ -116,17 +110,20 @@ def partition_model(graph: Graph, providers: Sequence[ExecutionProvider],
                     host_kernels: Callable[[str, str, int], KernelDef | None], *,
                     disable_cpu_fallback: bool = False, cpu_requested: bool = True
                     ) -> Partition:
-    """Claims of ``providers`` in priority order on every graph of ``graph``.
+    """Claims of ``providers`` in priority order on every graph of ``graph``, written into
+    it: each node annotated with its provider and kernel, each compile-based group replaced
+    by one fused node (compiled here), a copy node wherever a value crosses devices.
     ``host_kernels(domain, op_type, since_version)``: the kernel that would run a node on
     the host (its ``host_inputs`` keep shape computations there)."""
     part = Partition(list(providers))
     any_device = any(not ep.device.is_host for ep in providers)
-    types = _types(graph)
+    graphs = _graphs(graph)
+    types = {path: _types(g) for path, g in graphs.items()}
     part.types = types
     next_id = [0]
-
-    def build(g: Any, path: str, opsets: dict[str, int]) -> None:
-        tmap = types.get(path, {})
+    norm = {("" if k == "ai.onnx" else k): v for k, v in opsets.items()}
+    for path, g in graphs.items():
+        tmap = types[path]
         ids = []
         infos: dict[str, ValueInfo] = {}    # a value is read and written: built once
 
@@ -136,10 +133,9 @@ def partition_model(graph: Graph, providers: Sequence[ExecutionProvider],
                 v = infos[x] = ValueInfo.from_type(x, tmap.get(x))
             return v
 
-        nodes = _nodes(g)
-        for i, n in enumerate(nodes):
+        for i, n in enumerate(g.nodes):
             dom = "" if n.domain == "ai.onnx" else n.domain
-            opset = opsets.get(dom, 1)
+            opset = norm.get(dom, 1)
             schema = get_schema(n.op_type, opset, dom)
             since = schema.since_version if schema is not None else opset
             kd = host_kernels(dom, n.op_type, since)
@@ -156,24 +152,8 @@ def partition_model(graph: Graph, providers: Sequence[ExecutionProvider],
             part.index[(path, i)] = view.id
             ids.append(view.id)
         part.graphs[path] = ids
-        for i, n in enumerate(nodes):
-            for sub_path, sg in iter_subgraphs(n, path, i):
-                build(sg, sub_path, opsets)
-
-    build(graph, "main", {("" if k == "ai.onnx" else k): v for k, v in opsets.items()})
-
-    graphs: dict[str, Any] = {"main": graph}
-
-    def collect(g: Any, path: str) -> None:
-        for i, n in enumerate(_nodes(g)):
-            for sub_path, sg in iter_subgraphs(n, path, i):
-                graphs[sub_path] = sg
-                collect(sg, sub_path)
-
-    collect(graph, "main")
-    norm = {("" if k == "ai.onnx" else k): v for k, v in opsets.items()}
     for path, g in graphs.items():
-        _partition_graph(part, path, g, types.get(path, {}), any_device, norm)
+        _partition_graph(part, path, g, types[path], any_device, norm)
     if disable_cpu_fallback and not cpu_requested:
         on_cpu = [part.nodes[i] for i, p in part.placement.items()
                   if p.provider.name == "CPUExecutionProvider"]
@@ -183,21 +163,23 @@ def partition_model(graph: Graph, providers: Sequence[ExecutionProvider],
             raise EPFail(
                 f"session.disable_cpu_ep_fallback is set and {len(on_cpu)} node(s) would run "
                 f"on CPUExecutionProvider: {listed}{more}")
+    for nid, pl in part.placement.items():
+        if pl.group is None:
+            graph.annotate(part.nodes[nid].proto, provider=pl.provider, kernel=pl.kernel)
+    for grp in part.groups:
+        fuse_group(graph, graphs[grp.graph], grp, [part.nodes[i].proto for i in grp.node_ids],
+                   types[grp.graph], norm)
+    if any_device:
+        for path, g in graphs.items():
+            part.copies += insert_copies(graph, g, providers, is_main=path == "main")
     return part
 
 
-def _nodes(g: Any) -> list[onnx.NodeProto]:
-    return g.nodes if isinstance(g, Graph) else list(g.node)
-
-
-def _partition_graph(part: Partition, path: str, g: Any, tmap: dict[str, Any],
+def _partition_graph(part: Partition, path: str, g: Graph | SubGraph, tmap: dict[str, Any],
                      any_device: bool, opsets: dict[str, int]) -> None:
     ids = part.graphs[path]
     all_views = [part.nodes[i] for i in ids]
-    if isinstance(g, Graph):
-        inits, g_in, g_out = g.constant_values(), g.inputs, g.outputs
-    else:
-        inits, g_in, g_out = {t.name: t for t in g.initializer}, list(g.input), list(g.output)
+    inits, g_in, g_out = g.constant_values(), g.inputs, g.outputs
     host_pref = _host_preferred(all_views, [o.name for o in g_out]) if any_device else set()
     part.host_preferred |= host_pref
     value_info = {k: ValueInfo.from_type(k, v) for k, v in tmap.items()}
