@@ -12,11 +12,11 @@ Constant nodes and values folded by a pass), initializers as loaded are read onl
 asked. Use-def maps are rebuilt lazily after each edit, so a pass edits freely and asks
 again.
 
-Why not onnx_ir's ``ir.Model``: measured on this machine (issue 15's notes in
-docs/architecture.md), ``onnx_ir.serde.deserialize_model`` takes 2.2 s for a chain of
-100,000 nodes (onnxruntime creates that whole session in 4.2 s) and serializing it back for
-ONNX shape inference 1.1 s more, while the NodeProtos as parsed cost nothing to keep;
-kernels, compile-based providers and the views providers see are written against
+Why not onnx_ir's ``ir.Model`` (docs/architecture.md has the numbers):
+``onnx_ir.serde.deserialize_model`` takes 2.2 s for a chain of 100,000 nodes, about half of
+what onnxruntime takes to create that whole session, and serializing it back for ONNX shape
+inference 1.1 s more, while the NodeProtos as parsed cost nothing to keep; kernels,
+compile-based providers and the views providers see are written against
 ``onnx.NodeProto``/``TypeProto``, so every node would be converted back as well.
 """
 

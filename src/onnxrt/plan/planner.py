@@ -1,8 +1,11 @@
-"""Turn a graph and its node assignments into a frozen GraphPlan.
+"""Turn the annotated graph into a frozen GraphPlan: slots, steps and frees.
 
-Everything that can be done once per session happens here: attributes parsed and defaults
-filled, kernels looked up and prepared, constants placed into slots, subgraphs and function
-bodies planned, and the last use of every value computed so it is freed right after.
+The graph arrives rewritten by the passes (constants folded there) and annotated by
+partitioning (each node's provider and kernel, fused nodes with their compiled callables,
+copy nodes); the planner adds nothing to it. Everything that can be done once per session
+happens here: attributes parsed and defaults filled, kernels prepared, constants (and their
+device copies) placed into slots, subgraphs and function bodies planned, and the last use of
+every value computed so it is freed right after.
 """
 
 from __future__ import annotations
