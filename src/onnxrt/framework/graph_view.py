@@ -12,7 +12,8 @@ from onnxrt.ir.attrs import attribute_value
 from onnxrt.ir.dtypes import type_string
 from onnxrt.ir.walk import graph_free_names, node_reads
 
-__all__ = ["NodeView", "GraphView", "ValueInfo", "node_reads", "graph_free_names"]
+__all__ = ["NodeView", "GraphView", "ValueInfo", "ValueInfos", "node_reads",
+           "graph_free_names"]
 
 
 _TENSOR_TYPES: dict[int, str] = {}
@@ -48,6 +49,40 @@ class ValueInfo:
         return cls(name, type_string(tp), shape, elem)
 
 
+class ValueInfos(dict):
+    """ValueInfo by value name, each made from the graph's types when first asked for (a
+    provider that never looks at types costs nothing per value)."""
+
+    def __init__(self, types: dict[str, Any]) -> None:
+        super().__init__()
+        self._types = types
+
+    def __missing__(self, name: str) -> ValueInfo:
+        v = self[name] = ValueInfo.from_type(name, self._types.get(name))
+        return v
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._types or dict.__contains__(self, name)
+
+    def get(self, name: str, default: Any = None) -> Any:   # type: ignore[override]
+        return self[name] if name in self else default
+
+    def keys(self) -> Any:      # type: ignore[override]
+        return self._types.keys()
+
+    def __iter__(self) -> Any:
+        return iter(self._types)
+
+    def __len__(self) -> int:
+        return len(self._types)
+
+    def items(self) -> Any:     # type: ignore[override]
+        return ((k, self[k]) for k in self._types)
+
+    def values(self) -> Any:    # type: ignore[override]
+        return (self[k] for k in self._types)
+
+
 @dataclass(frozen=True, eq=False)
 class NodeView:
     """One node as providers see it. ``id`` is unique within the model (all graphs)."""
@@ -62,9 +97,20 @@ class NodeView:
     since_version: int
     graph: str                       # "main", or the path of a nested graph
     proto: onnx.NodeProto = field(repr=False)
-    input_info: tuple[ValueInfo, ...] = field(default=(), repr=False)
-    output_info: tuple[ValueInfo, ...] = field(default=(), repr=False)
     host_inputs: frozenset[int] = frozenset()
+    # the value infos of the node's graph, read when a provider asks (ValueInfos)
+    values: Any = field(default=None, repr=False)
+    read_names: tuple[str, ...] | None = field(default=None, repr=False)
+
+    @property
+    def input_info(self) -> tuple[ValueInfo, ...]:
+        vals = self.values
+        return () if vals is None else tuple(vals[x] for x in self.inputs)
+
+    @property
+    def output_info(self) -> tuple[ValueInfo, ...]:
+        vals = self.values
+        return () if vals is None else tuple(vals[x] for x in self.outputs)
 
     @property
     def attributes(self) -> dict[str, Any]:
@@ -90,6 +136,8 @@ class NodeView:
     @property
     def reads(self) -> tuple[str, ...]:
         """Every value the node reads: its inputs and what its subgraphs read from outside."""
+        if self.read_names is not None:
+            return self.read_names
         return tuple(node_reads(self.proto))
 
     @property

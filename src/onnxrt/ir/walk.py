@@ -44,6 +44,8 @@ def node_reads(node: onnx.NodeProto) -> list[str]:
 
 
 def has_subgraphs(node: onnx.NodeProto) -> bool:
+    if not node.attribute:      # most nodes: no loop over attributes at all
+        return False
     return any(a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS) for a in node.attribute)
 
 
@@ -82,21 +84,23 @@ def topo_order(nodes: list[onnx.NodeProto], graph_name: str = "") -> list[onnx.N
     it already is one. A cycle is an InvalidGraph error naming nodes on it."""
     from onnxrt.errors import InvalidGraph
 
+    produced = set()
+    for n in nodes:
+        produced.update(n.output)
+    seen: set[str] = {""}
+    for n in nodes:     # the usual case, checked without building anything per node
+        if any(x not in seen and x in produced for x in
+               (node_reads(n) if has_subgraphs(n) else n.input)):
+            break
+        seen.update(n.output)
+    else:
+        return nodes
     outputs = [[o for o in n.output if o] for n in nodes]
     reads = [node_reads(n) if has_subgraphs(n) else list(n.input) for n in nodes]
     produced_by: dict[str, int] = {}
     for i, outs in enumerate(outputs):
         for o in outs:
             produced_by[o] = i
-    seen: set[str] = set()
-    ok = True
-    for i in range(len(nodes)):
-        if any(x and x not in seen and x in produced_by for x in reads[i]):
-            ok = False
-            break
-        seen.update(outputs[i])
-    if ok:
-        return nodes
     deps = [sorted({produced_by[x] for x in reads[i]
                     if x and x in produced_by and produced_by[x] != i})
             for i in range(len(nodes))]

@@ -19,9 +19,9 @@ from onnxrt.framework.provider import ExecutionProvider
 from onnxrt.ir.attrs import tensor_to_array
 from onnxrt.ir.schemas import get_schema
 from onnxrt.framework.capability import Capability
-from onnxrt.framework.graph_view import GraphView, NodeView, ValueInfo
+from onnxrt.framework.graph_view import GraphView, NodeView, ValueInfos
 from onnxrt.ir.graph import Graph, SubGraph, const_type
-from onnxrt.ir.walk import iter_subgraph_attrs, subgraph_path
+from onnxrt.ir.walk import has_subgraphs, iter_subgraph_attrs, node_reads, subgraph_path
 from onnxrt.partition.copies import CopyRecord, insert_copies
 from onnxrt.partition.fused_nodes import fuse_group
 
@@ -123,16 +123,8 @@ def partition_model(graph: Graph, providers: Sequence[ExecutionProvider],
     next_id = [0]
     norm = {("" if k == "ai.onnx" else k): v for k, v in opsets.items()}
     for path, g in graphs.items():
-        tmap = types[path]
+        infos = ValueInfos(types[path])    # a value is read and written: built once
         ids = []
-        infos: dict[str, ValueInfo] = {}    # a value is read and written: built once
-
-        def info(x: str) -> ValueInfo:
-            v = infos.get(x)
-            if v is None:
-                v = infos[x] = ValueInfo.from_type(x, tmap.get(x))
-            return v
-
         for i, n in enumerate(g.nodes):
             dom = "" if n.domain == "ai.onnx" else n.domain
             opset = norm.get(dom, 1)
@@ -143,10 +135,8 @@ def partition_model(graph: Graph, providers: Sequence[ExecutionProvider],
             view = NodeView(
                 id=next_id[0], name=n.name, op_type=n.op_type, domain=dom,
                 inputs=tuple(n.input), outputs=tuple(n.output), opset=opset,
-                since_version=since, graph=path, proto=n,
-                input_info=tuple(info(x) for x in n.input),
-                output_info=tuple(info(x) for x in n.output),
-                host_inputs=host)
+                since_version=since, graph=path, proto=n, host_inputs=host, values=infos,
+                read_names=tuple(node_reads(n)) if has_subgraphs(n) else tuple(n.input))
             next_id[0] += 1
             part.nodes[view.id] = view
             part.index[(path, i)] = view.id
@@ -182,7 +172,7 @@ def _partition_graph(part: Partition, path: str, g: Graph | SubGraph, tmap: dict
     inits, g_in, g_out = g.constant_values(), g.inputs, g.outputs
     host_pref = _host_preferred(all_views, [o.name for o in g_out]) if any_device else set()
     part.host_preferred |= host_pref
-    value_info = {k: ValueInfo.from_type(k, v) for k, v in tmap.items()}
+    value_info = all_views[0].values if all_views else ValueInfos(tmap)
     unclaimed = list(ids)
     for ep in part.providers:
         if not unclaimed:
