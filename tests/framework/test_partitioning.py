@@ -58,6 +58,29 @@ def test_copies_inserted_exactly_at_crossings_and_results_match_cpu():
     assert stats["copies_to_device"] >= 4 and stats["copies_to_host"] >= 2
 
 
+def test_copies_are_nodes_of_the_graph_and_the_plan_runs_them():
+    """Partitioning writes the copies into the session's graph as MemcpyFromHost and
+    MemcpyToHost nodes read by the nodes that need them (as onnxruntime does); the plan has
+    a step for each, except the copy of the constant w, done once at session creation."""
+    s = sess(mixed_model(), [FAKE, CPU])
+    g = s._graph
+    ops = [(n.op_type, list(n.input), list(n.output)) for n in g.nodes]
+    assert ops == [("MemcpyFromHost", ["x"], ["x@fake:0"]),
+                   ("Relu", ["x@fake:0"], ["a"]),
+                   ("MemcpyToHost", ["a"], ["a@cpu"]),
+                   ("Sigmoid", ["a@cpu"], ["b"]),
+                   ("MemcpyFromHost", ["b"], ["b@fake:0"]),
+                   ("MemcpyFromHost", ["y"], ["y@fake:0"]),
+                   ("Add", ["b@fake:0", "y@fake:0"], ["c"]),
+                   ("MemcpyFromHost", ["w"], ["w@fake:0"]),
+                   ("Mul", ["c", "w@fake:0"], ["z"])]
+    assert [g.meta(n).provider.name for n in g.nodes if not n.op_type.startswith("Memcpy")] \
+        == [FAKE, CPU, FAKE, FAKE]
+    steps = [st.node.op_type for st in s._plan.steps]
+    assert steps == ["MemcpyFromHost", "Relu", "MemcpyToHost", "Sigmoid", "MemcpyFromHost",
+                     "MemcpyFromHost", "Add", "Mul"]
+
+
 def test_cpu_only_session_matches():
     m = mixed_model()
     x, y = rand(2, 3), rand(2, 3, seed=1)

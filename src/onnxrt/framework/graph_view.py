@@ -161,7 +161,8 @@ class GraphView:
                  graph_inputs: list[str], graph_outputs: list[str],
                  initializers: dict[str, Any], value_info: dict[str, ValueInfo],
                  opsets: dict[str, int], provider: str = "",
-                 decline: Callable[[NodeView, str, str], None] | None = None) -> None:
+                 decline: Callable[[NodeView, str, str], None] | None = None,
+                 kernel_lookup: Callable[[str, str, int], Any] | None = None) -> None:
         self.name = name
         self.nodes = list(nodes)
         self._all = all_nodes
@@ -173,6 +174,9 @@ class GraphView:
         self.opsets = dict(opsets)
         self._provider = provider
         self._decline = decline
+        # (domain, op_type, since_version) -> the asking provider's KernelDef or None
+        # (onnxruntime hands GetCapability a kernel lookup beside the graph viewer)
+        self.kernel_lookup = kernel_lookup
         self._producer: dict[str, NodeView] = {}
         self._consumers: dict[str, list[NodeView]] = {}
         for n in all_nodes:

@@ -78,12 +78,13 @@ class ExecutionProvider:
         """Claim nodes. The default claims every node this provider has a kernel for."""
         from onnxrt.framework.capability import Capability
 
-        reg = self.kernels
-        if reg is None:
+        lookup = getattr(graph, "kernel_lookup", None) or (
+            self.kernels.lookup if self.kernels is not None else None)
+        if lookup is None:
             return []
         claimed = []
         for node in graph:
-            kd = reg.lookup(node.domain, node.op_type, node.since_version)
+            kd = lookup(node.domain, node.op_type, node.since_version)
             if kd is None:
                 graph.decline(node, f"no kernel for {node.domain or 'ai.onnx'}::"
                                     f"{node.op_type}-{node.since_version}")

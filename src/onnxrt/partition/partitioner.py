@@ -189,7 +189,8 @@ def _partition_graph(part: Partition, path: str, g: Graph | SubGraph, tmap: dict
         view = GraphView(path, [part.nodes[i] for i in offered], all_views,
                          [vi.name for vi in g_in], [vi.name for vi in g_out],
                          _LazyConstants(inits), value_info,
-                         opsets, provider=ep.name, decline=part.decline)
+                         opsets, provider=ep.name, decline=part.decline,
+                         kernel_lookup=ep.kernels.lookup if ep.kernels is not None else None)
         try:
             caps = ep.get_capability(view) or []
         except Exception as e:
