@@ -24,11 +24,11 @@ from onnxrt.framework.provider import ExecutionProvider
 from onnxrt.framework.registry import (get_all_providers, get_available_providers, init,
                                        register_execution_provider)
 from onnxrt.framework.transfer import DataTransfer
-from onnxrt.partition.capability import Capability
+from onnxrt.framework.capability import Capability
 from onnxrt.partition.report import AssignedNode as OrtEpAssignedNode
 from onnxrt.partition.report import AssignedSubgraph as OrtEpAssignedSubgraph
-from onnxrt.partition.grouping import group_nodes
-from onnxrt.partition.view import GraphView, NodeView
+from onnxrt.framework.grouping import group_nodes
+from onnxrt.framework.graph_view import GraphView, NodeView
 from onnxrt.options import (ExecutionMode, ExecutionOrder, GraphOptimizationLevel,
                             OrtAllocatorType, OrtMemType, RunOptions, SessionOptions)
 from onnxrt.session import InferenceSession

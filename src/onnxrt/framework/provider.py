@@ -11,8 +11,8 @@ from onnxrt.framework.kernel import KernelRegistry
 if TYPE_CHECKING:
     from onnxrt.framework.devices import DeviceSupport, OrtHardwareDevice
     from onnxrt.framework.transfer import DataTransfer
-    from onnxrt.partition.capability import Capability
-    from onnxrt.partition.view import GraphView
+    from onnxrt.framework.capability import Capability
+    from onnxrt.framework.graph_view import GraphView
 
 __all__ = ["ExecutionProvider", "COMMON_OPTIONS"]
 
@@ -85,14 +85,15 @@ class ExecutionProvider:
     # -- partitioning --------------------------------------------------------------------
     def get_capability(self, graph: GraphView) -> list[Capability]:
         """Claim nodes. The default claims every node this provider has a kernel for."""
-        from onnxrt.partition.capability import Capability
+        from onnxrt.framework.capability import Capability
 
-        reg = self.kernels
-        if reg is None:
+        lookup = getattr(graph, "kernel_lookup", None) or (
+            self.kernels.lookup if self.kernels is not None else None)
+        if lookup is None:
             return []
         claimed = []
         for node in graph:
-            kd = reg.lookup(node.domain, node.op_type, node.since_version)
+            kd = lookup(node.domain, node.op_type, node.since_version)
             if kd is None:
                 graph.decline(node, f"no kernel for {node.domain or 'ai.onnx'}::"
                                     f"{node.op_type}-{node.since_version}")

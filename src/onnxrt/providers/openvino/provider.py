@@ -11,7 +11,7 @@ from onnxrt.errors import EPFail
 from onnxrt.framework.devices import (VENDOR_IDS, DeviceSupport, OrtHardwareDevice,
                                       OrtHardwareDeviceType)
 from onnxrt.framework.provider import ExecutionProvider
-from onnxrt.partition.grouping import group_nodes
+from onnxrt.framework.grouping import group_nodes
 from onnxrt.providers.openvino import runtime
 from onnxrt.providers.openvino.options import DEFAULTS, check_against_devices, parse_options
 

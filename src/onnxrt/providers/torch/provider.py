@@ -64,7 +64,7 @@ class TorchProviderBase(ExecutionProvider):
         return TorchTransfer(channels_last=self.channels_last, pin_memory=self.pin_memory)
 
     def get_capability(self, graph: Any) -> list[Any]:
-        from onnxrt.partition.capability import Capability
+        from onnxrt.framework.capability import Capability
         from onnxrt.providers.torch.checks import decline_reason
 
         caps = super().get_capability(graph)
