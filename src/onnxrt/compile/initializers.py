@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import onnx
 from onnx import numpy_helper
-from onnx.external_data_helper import set_external_data, uses_external_data
+from onnx.external_data_helper import uses_external_data
 
 from onnxrt.errors import Fail, InvalidArgument
 
@@ -61,12 +61,7 @@ def to_external_file(m: onnx.ModelProto, file_path: str, threshold: int,
                 continue
             offset = f.tell()
             f.write(raw)
-            dims, dtype, name = list(t.dims), t.data_type, t.name
-            t.Clear()
-            t.name, t.data_type = name, dtype
-            t.dims.extend(dims)
-            set_external_data(t, file_path, offset, len(raw))
-            t.data_location = onnx.TensorProto.EXTERNAL
+            _point_to(t, file_path, offset, len(raw))
 
 
 def original_locations(model_path: str | None) -> dict[str, OrtExternalInitializerInfo]:
@@ -107,10 +102,17 @@ def by_callback(m: onnx.ModelProto, func: Callable[..., Any],
             raise InvalidArgument(f"get_initializer_location_func returned "
                                   f"{type(info).__name__} for {t.name!r}; expected "
                                   f"OrtExternalInitializerInfo or None")
-        dims, dtype, name = list(t.dims), t.data_type, t.name
-        t.Clear()
-        t.name, t.data_type = name, dtype
-        t.dims.extend(dims)
-        set_external_data(t, _location(info.filepath, out_dir), info.file_offset,
-                          info.byte_size)
-        t.data_location = onnx.TensorProto.EXTERNAL
+        _point_to(t, _location(info.filepath, out_dir), info.file_offset, info.byte_size)
+
+
+def _point_to(t: onnx.TensorProto, location: str, offset: int, length: int) -> None:
+    """Make ``t`` read its bytes from ``location`` instead of holding them."""
+    dims, dtype, name = list(t.dims), t.data_type, t.name
+    t.Clear()
+    t.name, t.data_type = name, dtype
+    t.dims.extend(dims)
+    t.data_location = onnx.TensorProto.EXTERNAL
+    for k, v in (("location", location), ("offset", str(int(offset))),
+                 ("length", str(int(length)))):
+        e = t.external_data.add()
+        e.key, e.value = k, v
