@@ -32,7 +32,8 @@ def hardware_name(device: str) -> str:
 
 def _precision(settings: Any) -> str:
     cfg = settings.compile_config()
-    return str(cfg.get("INFERENCE_PRECISION_HINT", ""))
+    hint, mode = cfg.get("INFERENCE_PRECISION_HINT"), cfg.get("EXECUTION_MODE_HINT")
+    return "/".join(str(v) for v in (hint, mode) if v)
 
 
 def compatibility_string(settings: Any) -> str:
