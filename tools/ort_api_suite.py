@@ -5,8 +5,9 @@
 
 The upstream files of a set (``api``, the default: onnxruntime_test_python.py,
 onnxruntime_test_python_iobinding.py, onnxruntime_test_python_sparse_matmul.py; ``ep``: the
-EP-device API's onnxruntime_test_python_autoep.py and
-onnxruntime_test_python_ep_compatibility.py; ``all``: both), or the files named with
+EP-device API's onnxruntime_test_python_autoep.py,
+onnxruntime_test_python_ep_compatibility.py and onnxruntime_test_python_compile_api.py;
+``all``: both), or the files named with
 ``--files``, run unmodified, twice, each time in a fresh process:
 once with the installed onnxruntime package, once with ``onnxruntime`` mapped to onnxrt by
 ``onnxrt.install_as_onnxruntime()`` (import aliasing only). The score is X/Y: of the Y tests that
@@ -35,7 +36,8 @@ from pathlib import Path
 SETS = {
     "api": ("onnxruntime_test_python.py", "onnxruntime_test_python_iobinding.py",
             "onnxruntime_test_python_sparse_matmul.py"),
-    "ep": ("onnxruntime_test_python_autoep.py", "onnxruntime_test_python_ep_compatibility.py"),
+    "ep": ("onnxruntime_test_python_autoep.py", "onnxruntime_test_python_ep_compatibility.py",
+           "onnxruntime_test_python_compile_api.py"),
 }
 SETS["all"] = SETS["api"] + SETS["ep"]
 FILES = SETS["api"]

@@ -41,6 +41,7 @@ from onnxrt.framework.ep_devices import OrtEpDevice, get_ep_devices
 from onnxrt.framework.libraries import (register_execution_provider_library,
                                         unregister_execution_provider_library)
 from onnxrt.framework.selection import OrtExecutionProviderDevicePolicy
+from onnxrt.compile import ModelCompiler, OrtCompileApiFlags, OrtExternalInitializerInfo
 from onnxrt.lora import AdapterFormat, LoraAdapter
 from onnxrt.sparse import OrtSparseFormat, SparseTensor
 from onnxrt.values import (IOBinding, ModelMetadata, NodeArg, OrtValue, OrtValueVector,
@@ -70,6 +71,7 @@ __all__ = [
     "DeviceReset", "OrtEpAssignedNode", "OrtEpAssignedSubgraph", "preload_dlls",
     "has_collective_ops", "OrtExecutionProviderDevicePolicy", "DeviceSupport",
     "register_execution_provider_library", "unregister_execution_provider_library",
+    "ModelCompiler", "OrtCompileApiFlags", "OrtExternalInitializerInfo",
 ]
 
 

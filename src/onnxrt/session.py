@@ -20,6 +20,7 @@ from onnxrt.execute.threads import default_threads, limit_threads, rescan_librar
 from onnxrt.execute.feeds import InputSpec, host_output, prepare_feeds
 from onnxrt.framework.registry import (_entry_name, default_providers, resolve_providers,
                                        session_providers)
+from onnxrt.compile.session_config import context_load, dump_context_model
 from onnxrt.ir.load import load_model
 from onnxrt.ir.graph import Graph
 from onnxrt.ir.shapes import typed_graph
@@ -60,6 +61,9 @@ class InferenceSession:
                                                  memory_files=self._sess_options._memory_files,
                                                  initializers=given)
         check_user_initializers(self._loaded, given)
+        # where EPContext blob files are read from: the model's folder (None: given as bytes)
+        self._model_path = os.fspath(path_or_bytes) if isinstance(path_or_bytes,
+                                                                  (str, os.PathLike)) else None
         self._sess_options = config_from_model(self._loaded, self._sess_options)
         so = self._sess_options
         self._loaded = override_free_dims(self._loaded, so._free_dims_by_name,
@@ -119,11 +123,13 @@ class InferenceSession:
         part = partition_model(
             graph, eps, opsets, lookup,
             disable_cpu_fallback=cfg.get("session.disable_cpu_ep_fallback", "0") == "1",
-            cpu_requested=cpu_requested)
+            cpu_requested=cpu_requested, contexts=context_load(cfg, self._model_path))
         planner = Planner(opsets, functions, lookup, execute=execute_plan, graph=graph,
                           providers=eps, ir_version=self._loaded.ir_version,
                           reuse_memory=bool(so.enable_mem_reuse))
         plan = planner.plan_graph(graph, is_main=True)
+        if cfg.get("ep.context_enable", "0") == "1":
+            dump_context_model(graph, cfg, self._model_path)
         # state swapped in only once everything succeeded: a failed rebuild keeps the old one
         self._graph = graph
         self._model_proto = None

@@ -40,13 +40,15 @@ def test_upstream_slice_passes_on_onnxrt():
 
 
 def test_ep_device_files_pass_on_onnxrt():
-    """The EP-device API's upstream files (``--set ep``): the compatibility tests pass both
-    ways; the autoep tests skip on onnxruntime off Windows and are not counted (onnxrt's own
-    tests/framework/test_selection.py and test_ep_libraries.py cover what they check)."""
+    """The EP-device API's upstream files (``--set ep``): the compatibility and compile-API
+    tests pass both ways; the autoep tests skip on onnxruntime off Windows and are not
+    counted (onnxrt's own tests/framework/test_selection.py and test_ep_libraries.py cover
+    what they check)."""
     out = subprocess.run([sys.executable, str(ROOT / "tools" / "ort_api_suite.py"),
                           str(CHECKOUT), "--set", "ep"], capture_output=True, text=True,
                          timeout=600)
     assert "onnxruntime_test_python_ep_compatibility.py: 2/2" in out.stdout, \
         out.stdout[-3000:] + out.stderr[-3000:]
-    assert "onnxrt: 2/2 of the tests that pass on onnxruntime pass" in out.stdout
+    assert "onnxruntime_test_python_compile_api.py: 10/10" in out.stdout, out.stdout[-3000:]
+    assert "onnxrt: 12/12 of the tests that pass on onnxruntime pass" in out.stdout
     assert out.returncode == 0

@@ -29,6 +29,7 @@ from onnxrt.framework.compatibility import (OrtCompiledModelCompatibility,
                                             get_compatibility_info_from_model_bytes,
                                             get_hardware_device_ep_incompatibility_details,
                                             get_model_compatibility_for_ep_devices)
+from onnxrt.compile import OrtCompileApiFlags, OrtExternalInitializerInfo
 from onnxrt.sparse import SparseBlockSparseView, SparseCooView, SparseCsrView
 
 __all__ = [
@@ -52,6 +53,7 @@ __all__ = [
     "OrtCompiledModelCompatibility", "OrtDeviceEpIncompatibilityReason",
     "get_compatibility_info_from_model", "get_compatibility_info_from_model_bytes",
     "get_hardware_device_ep_incompatibility_details", "get_model_compatibility_for_ep_devices",
+    "OrtCompileApiFlags", "OrtExternalInitializerInfo",
 ]
 
 

@@ -66,6 +66,21 @@ class FusedSubgraph:
         ops = [helper.make_opsetid(d, v) for d, v in self.opsets.items()]
         return helper.make_model(g, opset_imports=ops, producer_name="onnxrt-fused")
 
+    def output_dtypes(self) -> list[np.dtype | None]:
+        """The NumPy dtype of each output, where its type is a known tensor type."""
+        from onnxrt.ir.dtypes import np_dtype
+
+        out: list[np.dtype | None] = []
+        for n in self.outputs:
+            tp = self._types.get(n)
+            try:
+                out.append(np_dtype(tp.tensor_type.elem_type) if tp is not None
+                           and tp.HasField("tensor_type") and tp.tensor_type.elem_type
+                           else None)
+            except Exception:
+                out.append(None)
+        return out
+
     def __repr__(self) -> str:
         return (f"FusedSubgraph({self.name!r}, {len(self.nodes)} nodes, inputs={self.inputs}, "
                 f"outputs={self.outputs})")

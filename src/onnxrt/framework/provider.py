@@ -10,6 +10,8 @@ from onnxrt.framework.kernel import KernelRegistry
 
 if TYPE_CHECKING:
     from onnxrt.framework.devices import DeviceSupport, OrtHardwareDevice
+    from onnxrt.framework.ep_context import ContextBlob, EPContext
+    from onnxrt.framework.fused import FusedSubgraph
     from onnxrt.framework.transfer import DataTransfer
     from onnxrt.framework.capability import Capability
     from onnxrt.framework.graph_view import GraphView
@@ -112,6 +114,24 @@ class ExecutionProvider:
     @classmethod
     def is_compile_based(cls) -> bool:
         return cls.compile is not ExecutionProvider.compile
+
+    # -- compiled models (EPContext nodes; framework/ep_context.py) ---------------------
+    def export_context(self, fused: FusedSubgraph, compiled: Callable[..., Any]
+                       ) -> ContextBlob | None:
+        """The compiled form of a group this provider compiled (``compiled``: what its
+        ``compile`` returned), for a compiled model's EPContext node. None: it cannot be
+        kept (the group's nodes are written as they were and compiled again on load)."""
+        return None
+
+    def load_context(self, ctx: EPContext, fused: FusedSubgraph) -> Callable[..., Any]:
+        """The callable of an EPContext node this provider wrote (``ctx.source`` is its
+        name), loaded without compiling. Raise ``StaleContext`` for a blob made by another
+        engine version or for another device: it must never run."""
+        raise NotImplementedError(f"{self.name} does not load EPContext nodes")
+
+    @classmethod
+    def loads_contexts(cls) -> bool:
+        return cls.load_context is not ExecutionProvider.load_context
 
     # -- devices -------------------------------------------------------------------------
     def data_transfer(self) -> DataTransfer | None:

@@ -19,14 +19,22 @@ from onnxrt.ir.graph import Graph, _copy, attr
 __all__ = ["infer_types", "typed_graph"]
 
 
+def _is_blob_node(n: onnx.NodeProto) -> bool:
+    """An EPContext node (a compiled model's): its compiled blob, often hundreds of MB, is
+    an attribute shape inference never reads."""
+    return n.op_type == "EPContext" and n.domain == "com.microsoft"
+
+
 def _without_weights(model: onnx.ModelProto) -> onnx.ModelProto:
-    """The model with large initializers replaced by typed inputs: shape inference needs
-    their shapes only, and serializing hundreds of MB of weights for it is slow."""
+    """The model with large initializers replaced by typed inputs and EPContext nodes
+    without their blobs: shape inference needs their shapes only, and serializing hundreds
+    of MB for it is slow."""
     g0 = model.graph
     # sized by their dims: reading t.raw_data copies the bytes out of the message (a BERT
     # embedding's 94 MB, twice: ~0.1 s of a session's creation)
     large = {t.name for t in g0.initializer if _elements(t) * 4 > _SMALL}
-    if not large:
+    blobs = any(_is_blob_node(n) for n in g0.node)
+    if not large and not blobs:
         return model
     light = onnx.ModelProto()
     for f in ("ir_version", "opset_import", "functions"):
@@ -36,7 +44,14 @@ def _without_weights(model: onnx.ModelProto) -> onnx.ModelProto:
         else:
             getattr(light, f).extend(v)
     g = light.graph
-    g.node.extend(g0.node)
+    for n in g0.node:
+        if _is_blob_node(n):
+            stub = g.node.add()
+            stub.op_type, stub.domain, stub.name = n.op_type, n.domain, n.name
+            stub.input.extend(n.input)
+            stub.output.extend(n.output)
+        else:
+            g.node.append(n)
     g.input.extend(g0.input)
     g.output.extend(g0.output)
     g.value_info.extend(g0.value_info)
@@ -76,7 +91,9 @@ def infer_types(g: Graph) -> bool:
             g.types[vi.name] = vi.type
     replaced = len(inferred.graph.node) == len(g.nodes)
     if replaced:
-        g.nodes = list(inferred.graph.node)
+        # EPContext nodes went in without their blobs: the graph keeps the originals
+        g.nodes = [old if _is_blob_node(old) else new
+                   for old, new in zip(g.nodes, inferred.graph.node)]
         g.touch()
     _resolve_reshape_symbols(g)
     return replaced

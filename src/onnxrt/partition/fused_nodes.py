@@ -9,7 +9,8 @@ from typing import Any
 import onnx
 from onnx import helper
 
-from onnxrt.errors import EPFail
+from onnxrt.errors import EPFail, ModelRequiresCompilation
+from onnxrt.framework.ep_context import StaleContext
 from onnxrt.framework.fused import FusedSubgraph, PerShapeCompile
 from onnxrt.ir.attrs import constant_node_value, tensor_to_array
 from onnxrt.ir.graph import Graph, SubGraph
@@ -35,7 +36,8 @@ def _constants(g: Graph | SubGraph) -> dict[str, Any]:
 
 
 def fuse_group(root: Graph, g: Graph | SubGraph, grp: Any, members: list[onnx.NodeProto],
-               types: dict[str, Any], opsets: dict[str, int]) -> onnx.NodeProto:
+               types: dict[str, Any], opsets: dict[str, int], allow_compile: bool = True
+               ) -> onnx.NodeProto:
     """Replace ``members`` (the nodes of ``grp`` in ``g``) by one fused node, compiled by
     the group's provider; annotations go to ``root``."""
     ep = grp.provider
@@ -53,9 +55,22 @@ def fuse_group(root: Graph, g: Graph | SubGraph, grp: Any, members: list[onnx.No
     consts = {r: known[r] for r in reads if r in known}
     fused = FusedSubgraph(grp.name, ep.name, members, in_names, out_names, consts,
                           dict(opsets), types, g.name)
+    ctx = getattr(grp, "context", None)
+    if ctx is None and not allow_compile:
+        raise ModelRequiresCompilation(
+            f"{ep.name} needs to compile fused node {grp.name!r} ({len(members)} nodes), and "
+            f"session.disable_model_compile is set: compile the model first (ModelCompiler)")
     try:
-        fn = PerShapeCompile(ep, fused) if ep.compile_per_shape else ep.compile(fused)
+        if ctx is not None:
+            fn = ep.load_context(ctx, fused)
+        else:
+            fn = PerShapeCompile(ep, fused) if ep.compile_per_shape else ep.compile(fused)
+    except StaleContext:
+        raise
     except Exception as e:
+        if ctx is not None:
+            raise EPFail(f"{ep.name} failed to load EPContext node {grp.name!r}: "
+                         f"{type(e).__name__}: {e}") from e
         raise EPFail(f"{ep.name} failed to compile fused node {grp.name!r} "
                      f"({len(members)} nodes): {type(e).__name__}: {e}") from e
     node = helper.make_node(f"{ep.name}_fused", in_names, out_names, name=grp.name,

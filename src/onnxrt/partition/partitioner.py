@@ -23,6 +23,7 @@ from onnxrt.framework.graph_view import GraphView, NodeView, ValueInfos
 from onnxrt.ir.graph import Graph, SubGraph, const_type
 from onnxrt.ir.walk import has_subgraphs, iter_subgraph_attrs, node_reads, subgraph_path
 from onnxrt.partition.copies import CopyRecord, insert_copies
+from onnxrt.partition.ep_context import ContextLoad, claim_contexts
 from onnxrt.partition.fused_nodes import fuse_group
 
 __all__ = ["Partition", "Placement", "FusedGroup", "partition_model"]
@@ -48,6 +49,7 @@ class FusedGroup:
     node_ids: tuple[int, ...]
     graph: str
     name: str
+    context: Any = None     # an EPContext node's parsed fields: loaded, not compiled
 
 
 @dataclass(frozen=True)
@@ -108,13 +110,15 @@ def _types(g: Graph | SubGraph) -> dict[str, Any]:
 def partition_model(graph: Graph, providers: Sequence[ExecutionProvider],
                     opsets: dict[str, int],
                     host_kernels: Callable[[str, str, int], KernelDef | None], *,
-                    disable_cpu_fallback: bool = False, cpu_requested: bool = True
-                    ) -> Partition:
+                    disable_cpu_fallback: bool = False, cpu_requested: bool = True,
+                    contexts: ContextLoad | None = None) -> Partition:
     """Claims of ``providers`` in priority order on every graph of ``graph``, written into
     it: each node annotated with its provider and kernel, each compile-based group replaced
     by one fused node (compiled here), a copy node wherever a value crosses devices.
     ``host_kernels(domain, op_type, since_version)``: the kernel that would run a node on
-    the host (its ``host_inputs`` keep shape computations there)."""
+    the host (its ``host_inputs`` keep shape computations there). ``contexts``: where
+    EPContext nodes' blob files are read from, and whether compiling is allowed."""
+    contexts = contexts or ContextLoad()
     part = Partition(list(providers))
     any_device = any(not ep.device.is_host for ep in providers)
     graphs = _graphs(graph)
@@ -143,7 +147,7 @@ def partition_model(graph: Graph, providers: Sequence[ExecutionProvider],
             ids.append(view.id)
         part.graphs[path] = ids
     for path, g in graphs.items():
-        _partition_graph(part, path, g, types[path], any_device, norm)
+        _partition_graph(part, path, g, types[path], any_device, norm, contexts)
     if disable_cpu_fallback and not cpu_requested:
         on_cpu = [part.nodes[i] for i, p in part.placement.items()
                   if p.provider.name == "CPUExecutionProvider"]
@@ -158,7 +162,7 @@ def partition_model(graph: Graph, providers: Sequence[ExecutionProvider],
             graph.annotate(part.nodes[nid].proto, provider=pl.provider, kernel=pl.kernel)
     for grp in part.groups:
         fuse_group(graph, graphs[grp.graph], grp, [part.nodes[i].proto for i in grp.node_ids],
-                   types[grp.graph], norm)
+                   types[grp.graph], norm, contexts.allow_compile)
     if any_device:
         for path, g in graphs.items():
             part.copies += insert_copies(graph, g, providers, is_main=path == "main")
@@ -166,14 +170,15 @@ def partition_model(graph: Graph, providers: Sequence[ExecutionProvider],
 
 
 def _partition_graph(part: Partition, path: str, g: Graph | SubGraph, tmap: dict[str, Any],
-                     any_device: bool, opsets: dict[str, int]) -> None:
+                     any_device: bool, opsets: dict[str, int], contexts: ContextLoad) -> None:
     ids = part.graphs[path]
     all_views = [part.nodes[i] for i in ids]
     inits, g_in, g_out = g.constant_values(), g.inputs, g.outputs
     host_pref = _host_preferred(all_views, [o.name for o in g_out]) if any_device else set()
     part.host_preferred |= host_pref
     value_info = all_views[0].values if all_views else ValueInfos(tmap)
-    unclaimed = list(ids)
+    unclaimed = claim_contexts(part, path, ids, contexts,
+                               lambda ep, nid, p, ctx: _context_group(part, ep, nid, p, ctx))
     for ep in part.providers:
         if not unclaimed:
             break
@@ -201,6 +206,13 @@ def _partition_graph(part: Partition, path: str, g: Graph | SubGraph, tmap: dict
             if i not in claimed and not any(p == ep.name for p, _ in part.declines.get(i, [])):
                 part.decline(part.nodes[i], ep.name, "not claimed by its get_capability")
         unclaimed = [i for i in unclaimed if i not in claimed]
+
+
+def _context_group(part: Partition, ep: ExecutionProvider, nid: int, path: str,
+                   ctx: Any) -> None:
+    grp = FusedGroup(len(part.groups), ep, (nid,), path, ctx.name, ctx)
+    part.groups.append(grp)
+    part.placement[nid] = Placement(ep, None, grp)
 
 
 class _LazyConstants(dict):

@@ -78,6 +78,7 @@ class OpenVINOExecutionProvider(ExecutionProvider):
         # shape when dynamic shapes are off)
         self.compiled_groups = 0
         self.compilations = 0
+        self.loaded_contexts = 0    # EPContext nodes loaded instead of compiled
         self._count_lock = threading.Lock()
 
     @classmethod
@@ -133,13 +134,37 @@ class OpenVINOExecutionProvider(ExecutionProvider):
         self.compiled_groups += 1
         return fn
 
+    # -- compiled models (EPContext nodes) -----------------------------------------------
+    def export_context(self, fused: Any, compiled: Any) -> Any:
+        from onnxrt.providers.openvino.context import export_blob
+
+        return export_blob(compiled, self.settings)
+
+    def load_context(self, ctx: Any, fused: Any) -> Callable[..., Any]:
+        from onnxrt.providers.openvino.compiled import _Runner
+        from onnxrt.providers.openvino.context import import_blob
+
+        fn = import_blob(ctx, fused, self.settings, _Runner)
+        with self._count_lock:
+            self.loaded_contexts += 1
+        return fn
+
+    @classmethod
+    def compiled_model_compatibility(cls, info: str, devices: Sequence[OrtHardwareDevice]
+                                     ) -> int:
+        from onnxrt.providers.openvino.context import judge_compatibility
+
+        names = [s.options["device_type"] for s in cls.supported_devices(devices)]
+        return judge_compatibility(info, names)
+
     def _counted(self) -> None:
         with self._count_lock:
             self.compilations += 1
 
     def allocation_stats(self) -> dict[str, int]:
         out = super().allocation_stats()
-        out.update(compiled_groups=self.compiled_groups, compilations=self.compilations)
+        out.update(compiled_groups=self.compiled_groups, compilations=self.compilations,
+                   loaded_contexts=self.loaded_contexts)
         return out
 
 
