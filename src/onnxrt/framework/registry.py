@@ -27,6 +27,7 @@ _BUILTIN: dict[str, str] = {
     "TorchExecutionProvider": "onnxrt.providers.torch:TorchExecutionProvider",
     "OpenVINOExecutionProvider": "onnxrt.providers.openvino:OpenVINOExecutionProvider",
     "AzureExecutionProvider": "onnxrt.providers.azure:AzureExecutionProvider",
+    "TVMExecutionProvider": "onnxrt.providers.tvm:TVMExecutionProvider",
 }
 
 # every provider name onnxruntime 1.31 knows, in its order
