@@ -118,7 +118,7 @@ def _try_convert(model: onnx.ModelProto, outputs: list[Any]) -> str:
         return (f"TVM's converter gives {len(fields)} output(s), the node has "
                 f"{len(outputs)}")
     for k, (f, vi) in enumerate(zip(fields, outputs)):
-        ndim = getattr(f, "ndim", -1)
+        ndim = getattr(f, "ndim", -1) if type(f).__name__ == "TensorType" else -1
         if vi.shape is not None and ndim is not None and ndim >= 0 and ndim != len(vi.shape):
             return (f"TVM's converter gives output {k} rank {ndim}, the node's is "
                     f"{len(vi.shape)}")
