@@ -200,6 +200,20 @@ def test_compile_failure_falls_back_or_fails(monkeypatch):
     np.testing.assert_allclose(y, expected(X), rtol=1e-5, atol=1e-6)
 
 
+def test_unavailable_without_a_c_compiler(monkeypatch):
+    import shutil
+
+    from onnxrt.providers.tvm import TVMExecutionProvider
+
+    monkeypatch.delenv("CC", raising=False)
+    monkeypatch.delenv("CXX", raising=False)
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert "no C compiler" in TVMExecutionProvider.unavailable_reason()
+    with pytest.warns(UserWarning, match="no C compiler"):
+        sess = ort.InferenceSession(mlp_model().SerializeToString(), providers=[TVM, CPU])
+    assert sess.get_providers() == [CPU]
+
+
 def test_listed_as_available():
     assert TVM in ort.get_available_providers()
     assert TVM in ort.get_all_providers()

@@ -30,8 +30,21 @@ def import_error() -> str:
         for name in ("tvm", "tvm_ffi"):
             if importlib.util.find_spec(name) is None:
                 return f"ModuleNotFoundError: No module named {name!r}"
+        return _compiler_missing()
+    return _load()[1] or _compiler_missing()
+
+
+def _compiler_missing() -> str:
+    """TVM links each compiled module into a shared library with the C compiler it finds
+    (CXX or CC, else the first of these on PATH)."""
+    import os
+    import shutil
+
+    if os.environ.get("CXX") or os.environ.get("CC"):
         return ""
-    return _load()[1]
+    if any(shutil.which(c) for c in ("g++", "gcc", "clang++", "clang", "c++", "cc")):
+        return ""
+    return "no C compiler (g++, gcc, clang or cc) on PATH: TVM links its modules with one"
 
 
 def load_error() -> str:
