@@ -7,7 +7,8 @@ that cache, nodes on TVM, and the largest difference from onnxruntime's outputs.
     python benchmarks/tvm_vs_onnxruntime.py [squeezenet resnet50 bert_b1 ...] [--runs 3]
 
 Models: the zoo's names, and the transformer cases of cases_transformer.py (bert_b1,
-gpt2_s128...). Untuned TVM code is slow on a CPU: keep --runs small.
+gpt2_s128...; --quick: their quick forms, BERT with 2 layers). Untuned TVM code is slow on
+a CPU: keep --runs small.
 """
 
 from __future__ import annotations
@@ -42,14 +43,14 @@ def tvm_session(data: bytes, cache: str, threads: int) -> ort.InferenceSession:
                                                          "CPUExecutionProvider"])
 
 
-def load(name: str) -> tuple[bytes, dict | None]:
+def load(name: str, quick: bool = False) -> tuple[bytes, dict | None]:
     zoo = zoo_models()
     if name in zoo:
         with open(zoo[name], "rb") as f:
             return f.read(), None
     import cases_transformer
 
-    for c in cases_transformer.cases():
+    for c in cases_transformer.cases(quick=quick):
         if c["name"] == name:
             m = c["model"]()
             data = m if isinstance(m, bytes) else m.SerializeToString()
@@ -57,8 +58,8 @@ def load(name: str) -> tuple[bytes, dict | None]:
     raise SystemExit(f"unknown model {name!r}")
 
 
-def bench(name: str, runs: int, threads: int) -> dict:
-    data, feeds = load(name)
+def bench(name: str, runs: int, threads: int, quick: bool = False) -> dict:
+    data, feeds = load(name, quick)
     with tempfile.TemporaryDirectory(prefix="onnxrt-tvm-bench-") as cache:
         t = time.perf_counter()
         ours = tvm_session(data, cache, threads)
@@ -104,13 +105,15 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     p.add_argument("--json", default="")
+    p.add_argument("--quick", action="store_true",
+                   help="the transformer cases' quick forms (BERT with 2 layers)")
     args = p.parse_args()
     names = args.models or list(zoo_models())
     rows = []
     print(f"{'model':<14} {'tvm ms':>9} {'ort ms':>8} {'cpu ms':>8} {'tvm/ort':>7} "
           f"{'1st s':>7} {'2nd s':>6} {'on tvm':>8} {'max|diff|':>9} {'max|out|':>9}")
     for n in names:
-        r = bench(n, args.runs, args.threads)
+        r = bench(n, args.runs, args.threads, args.quick)
         rows.append(r)
         print(f"{n:<14} {r['tvm_ms']:>9.1f} {r['onnxruntime_ms']:>8.1f} "
               f"{r['onnxrt_cpu_ms']:>8.1f} {r['ratio_tvm_ort']:>7.1f} "
