@@ -6,7 +6,6 @@ from __future__ import annotations
 import glob
 import json
 import os
-import tempfile
 import threading
 
 import numpy as np
@@ -16,7 +15,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 import onnxrt as ort
-from providers.tvm.tvmhelpers import CPU, TVM, needs_tvm, nodes_on, tvm_session
+from providers.tvm.tvmhelpers import CPU, TVM, fresh_cache, needs_tvm, nodes_on, tvm_session
 
 pytestmark = needs_tvm
 
@@ -55,7 +54,7 @@ def stats(sess: ort.InferenceSession) -> dict[str, int]:
 
 
 def test_runs_and_matches():
-    sess = tvm_session(mlp_model(), so_folder=tempfile.mkdtemp())
+    sess = tvm_session(mlp_model(), so_folder=fresh_cache())
     (y,) = sess.run(None, {"x": X})
     np.testing.assert_allclose(y, expected(X), rtol=1e-5, atol=1e-6)
     assert nodes_on(sess) == 3
@@ -63,7 +62,7 @@ def test_runs_and_matches():
 
 
 def test_placement_report_gives_reasons():
-    sess = tvm_session(mlp_model(extra=True), so_folder=tempfile.mkdtemp())
+    sess = tvm_session(mlp_model(extra=True), so_folder=fresh_cache())
     rows = {ln.split()[0]: ln for ln in sess.placement_report().splitlines() if ln.split()}
     for n in ("mm", "add", "relu"):
         assert TVM in rows[n].split()[2], rows[n]
@@ -75,7 +74,7 @@ def test_placement_report_gives_reasons():
 
 
 def test_second_session_loads_the_cache():
-    cache = tempfile.mkdtemp()
+    cache = fresh_cache()
     first = tvm_session(mlp_model(), so_folder=cache)
     (y1,) = first.run(None, {"x": X})
     assert stats(first)["compilations"] == 1 and stats(first)["cache_loads"] == 0
@@ -98,7 +97,7 @@ def test_a_damaged_cache_file_is_compiled_again():
     import subprocess
     import sys
 
-    cache = tempfile.mkdtemp()
+    cache = fresh_cache()
     code = ("import sys; sys.path.insert(0, 'tests'); import numpy as np;"
             "from providers.tvm.test_tvm_provider import mlp_model, X, tvm_session;"
             f"tvm_session(mlp_model(), so_folder={cache!r}).run(None, {{'x': X}})")
@@ -113,7 +112,7 @@ def test_a_damaged_cache_file_is_compiled_again():
 
 
 def test_each_new_shape_compiles_once():
-    sess = tvm_session(mlp_model(), so_folder=tempfile.mkdtemp())
+    sess = tvm_session(mlp_model(), so_folder=fresh_cache())
     for n in (1, 7, 1, 7):
         x = X[:1].repeat(n, 0) + np.arange(n, dtype=np.float32)[:, None]
         (y,) = sess.run(None, {"x": x})
@@ -122,7 +121,7 @@ def test_each_new_shape_compiles_once():
 
 
 def test_concurrent_runs():
-    sess = tvm_session(mlp_model(), so_folder=tempfile.mkdtemp())
+    sess = tvm_session(mlp_model(), so_folder=fresh_cache())
     sess.run(None, {"x": X})
     xs = [X + i for i in range(8)]
     got: dict[int, np.ndarray] = {}
@@ -149,7 +148,7 @@ def test_tuning_database_is_applied_to_the_build(tmp_path):
     # an empty MetaSchedule database: the tuning pipeline runs and changes no schedule
     for n in ("database_workload.json", "database_tuning_record.json"):
         (tmp_path / n).write_text("")
-    sess = tvm_session(mlp_model(), so_folder=tempfile.mkdtemp(),
+    sess = tvm_session(mlp_model(), so_folder=fresh_cache(),
                        tuning_file_path=str(tmp_path))
     (y,) = sess.run(None, {"x": X})
     np.testing.assert_allclose(y, expected(X), rtol=1e-5, atol=1e-6)
@@ -172,12 +171,15 @@ def test_options_refused_with_the_reason(options, message):
 
 
 def test_options_reported():
-    sess = tvm_session(mlp_model(), so_folder="/tmp/onnxrt-tvm-opts", target="llvm -mcpu=native")
+    cache = fresh_cache()
+    sess = tvm_session(mlp_model(), so_folder=cache, target="llvm -mcpu=native")
     opts = sess.get_provider_options()[TVM]
-    assert opts["so_folder"] == "/tmp/onnxrt-tvm-opts" and opts["opt_level"] == "3"
-    tgt = sess._providers[0].settings.target if hasattr(sess, "_providers") else None
-    if tgt is not None:
-        assert tgt["mcpu"] not in ("native", "")
+    assert opts["so_folder"] == cache and opts["opt_level"] == "3"
+    from onnxrt.providers.tvm import runtime
+
+    (ep,) = [p for p in sess._providers if p.name == TVM]
+    # "native" is refused by the LLVM in TVM's wheel: the CPU's own name goes instead
+    assert ep.settings.target == {"kind": "llvm", "mcpu": runtime.host_cpu()}
 
 
 def test_compile_failure_falls_back_or_fails(monkeypatch):
@@ -187,11 +189,11 @@ def test_compile_failure_falls_back_or_fails(monkeypatch):
         raise RuntimeError("simulated LLVM failure")
 
     monkeypatch.setattr(compiled, "_compile", broken)
-    sess = tvm_session(mlp_model(), so_folder=tempfile.mkdtemp())
+    sess = tvm_session(mlp_model(), so_folder=fresh_cache())
     with pytest.warns(UserWarning, match="simulated LLVM failure.*CPU provider instead"):
         (y,) = sess.run(None, {"x": X})
     np.testing.assert_allclose(y, expected(X), rtol=1e-5, atol=1e-6)
-    strict = tvm_session(mlp_model(), so_folder=tempfile.mkdtemp(), error_on_failure="1")
+    strict = tvm_session(mlp_model(), so_folder=fresh_cache(), error_on_failure="1")
     with pytest.raises(ort.EPFail, match="simulated LLVM failure"):
         strict.run(None, {"x": X})
     # the session keeps working once TVM works again

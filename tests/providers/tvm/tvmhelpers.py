@@ -3,7 +3,8 @@ cache folder of the test run's own."""
 
 from __future__ import annotations
 
-import os
+import atexit
+import shutil
 import tempfile
 from typing import Any
 
@@ -22,6 +23,12 @@ needs_tvm = pytest.mark.skipif(
 # one cache folder per test process: compiled modules are shared between its tests, never
 # with the user's ~/.cache
 CACHE = tempfile.mkdtemp(prefix="onnxrt-tvm-tests-")
+atexit.register(shutil.rmtree, CACHE, True)     # modules hold their weights: vgg19 550 MB
+
+
+def fresh_cache() -> str:
+    """An empty cache folder, removed with CACHE."""
+    return tempfile.mkdtemp(dir=CACHE)
 
 
 def tvm_session(model: Any, **options: Any) -> ort.InferenceSession:
@@ -35,5 +42,4 @@ def nodes_on(sess: ort.InferenceSession, ep: str = TVM) -> int:
                if sg.ep_name == ep)
 
 
-
-__all__ = ["needs_tvm", "tvm_session", "nodes_on", "TVM", "CPU", "CACHE", "os"]
+__all__ = ["needs_tvm", "tvm_session", "nodes_on", "fresh_cache", "TVM", "CPU", "CACHE"]
