@@ -232,3 +232,17 @@ def test_cache_key_names_version_and_target():
     assert cache_key(m, s) != cache_key(m, other)
     assert json.loads(s.target_key()) == {"kind": "llvm", "mcpu": "znver3"}
     assert runtime.version().startswith("0.")
+
+
+def test_a_shape_as_group_output():
+    # TVM hands a Shape node's result out as a shape value, not a tensor
+    g = h.make_graph([h.make_node("Relu", ["x"], ["r"]), h.make_node("Shape", ["r"], ["s"])],
+                     "g", [h.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+                     [h.make_tensor_value_info("r", T.FLOAT, [2, 3]),
+                      h.make_tensor_value_info("s", T.INT64, [2])])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    sess = tvm_session(m, so_folder=fresh_cache())
+    r, s = sess.run(None, {"x": -np.ones((2, 3), np.float32)})
+    assert nodes_on(sess) == 2
+    np.testing.assert_array_equal(r, np.zeros((2, 3), np.float32))
+    assert s.dtype == np.int64 and s.tolist() == [2, 3]

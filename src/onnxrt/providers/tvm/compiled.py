@@ -83,6 +83,13 @@ def build_runner(model: onnx.ModelProto, s: Settings, count: Callable[[str, floa
     return _Runner(lib, len(model.graph.output))
 
 
+def _numpy(value: Any) -> np.ndarray:
+    if hasattr(value, "numpy"):
+        return value.numpy()
+    # a Relax shape value: what a group's Shape node hands out when it is a group output
+    return np.array([int(d) for d in value], dtype=np.int64)
+
+
 class _Runner:
     """Calls the module's ``main`` on a virtual machine of the calling thread (a VM keeps
     its registers between calls, so threads must not share one)."""
@@ -111,7 +118,7 @@ class _Runner:
         if hasattr(res, "numpy"):
             outs = [res.numpy()]
         else:
-            outs = [r.numpy() for r in res]
+            outs = [_numpy(r) for r in res]
         if len(outs) != self.n_out:
             raise RuntimeError(f"the TVM module returned {len(outs)} outputs, expected "
                                f"{self.n_out}")
