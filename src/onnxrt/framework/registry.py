@@ -26,6 +26,8 @@ _BUILTIN: dict[str, str] = {
     "ROCMExecutionProvider": "onnxrt.providers.torch:ROCMExecutionProvider",
     "TorchExecutionProvider": "onnxrt.providers.torch:TorchExecutionProvider",
     "OpenVINOExecutionProvider": "onnxrt.providers.openvino:OpenVINOExecutionProvider",
+    "AzureExecutionProvider": "onnxrt.providers.azure:AzureExecutionProvider",
+    "TVMExecutionProvider": "onnxrt.providers.tvm:TVMExecutionProvider",
 }
 
 # every provider name onnxruntime 1.31 knows, in its order
