@@ -129,7 +129,7 @@ def bench(args: argparse.Namespace) -> list[dict]:
         feeds = {"x": x}
         calls: list[str] = []
         real = jit._call
-        jit._call = lambda key, *a: (calls.append(key), real(key, *a))[1]
+        jit._call = lambda pool, key, *a: (calls.append(key), real(pool, key, *a))[1]
         try:
             s_jit.run(None, feeds)
         finally:

@@ -32,6 +32,7 @@ from onnxrt.partition.view import GraphView, NodeView
 from onnxrt.options import (ExecutionMode, ExecutionOrder, GraphOptimizationLevel,
                             OrtAllocatorType, OrtMemType, RunOptions, SessionOptions)
 from onnxrt.session import InferenceSession
+from onnxrt.session_threads import set_global_thread_pool_sizes
 from onnxrt.alias import install_as_onnxruntime, uninstall_as_onnxruntime
 from onnxrt.allocators import (OrtArenaCfg, OrtDevice, OrtDeviceMemoryType, OrtDeviceVendorId,
                                OrtEpDevice, OrtHardwareDevice, OrtHardwareDeviceType,
@@ -65,7 +66,7 @@ __all__ = [
     "AdapterFormat", "LoraAdapter", "install_as_onnxruntime", "uninstall_as_onnxruntime",
     "enable_telemetry_events", "disable_telemetry_events", "set_default_logger_verbosity",
     "DeviceReset", "OrtEpAssignedNode", "OrtEpAssignedSubgraph", "preload_dlls",
-    "has_collective_ops",
+    "has_collective_ops", "set_global_thread_pool_sizes",
 ]
 
 

@@ -16,18 +16,14 @@ import numpy as np
 
 
 def main(cases: int, seed: int) -> None:
-    from onnxrt.execute import intra
     from onnxrt.providers.cpu import blas
     from onnxrt.providers.cpu.contrib import attention, gelu, layer_norm
     from onnxrt.providers.cpu.nn import jit, resolve_pads
     from onnxrt.providers.cpu.nn.pool import _counts, _PoolGeo
 
-    # one thread: an IndexError raised inside the hot pool's native loop would not reach
-    # this process's Python; the kernels are the same functions on either path, each range
-    # is one (lo, hi) call
-    intra.threads = lambda: 1
-    jit._call = lambda key, total, spread, args, native=None: intra.for_ranges(
-        jit._K[key], args, total, False, key in jit._BLAS_KERNELS)
+    # one thread: the kernels are called without a session's pool (parallel.SERIAL), so an
+    # IndexError is never raised inside the hot pool's native loop, where it would not
+    # reach this process's Python; each range is one (lo, hi) call
     rng = random.Random(seed)
     counts = {"ran": 0, "refused": 0}
 

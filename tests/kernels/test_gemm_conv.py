@@ -13,7 +13,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import onnxrt
-from onnxrt.execute import intra
+from onnxrt.framework.parallel import ThreadPool
 from onnxrt.providers.cpu import blas
 from onnxrt.providers.cpu.nn import jit
 
@@ -200,18 +200,21 @@ def test_split_runs_on_several_threads(native, monkeypatch):
     serving loop (no Python on the worker), or as Python items where it has none."""
     import threading
 
-    from onnxrt.execute import hotpool, threads
+    from onnxrt.framework import hotpool
 
-    pool = hotpool.get(threads.default_threads() - 1)
+    probe = ThreadPool(2)
+    pool = probe.hot_pool()
+    probe.close()
     if pool is None or not pool.native:
         pytest.skip("no hot pool with a native serving loop here (numba or BLAS missing)")
     monkeypatch.setattr(jit, "_GEMM_PAR_MIN", 0)
-    monkeypatch.setattr(pool, "native", native)
+    if not native:      # the sessions' own pools: no native serving loop
+        monkeypatch.setattr(hotpool, "_NATIVE", [])
     seen: set[int] = set()
     posted = []
-    real, real_native = intra.parallel_for, hotpool.HotPool.run_native
+    real, real_native = ThreadPool.parallel_for, hotpool.HotPool.run_native
 
-    def spy(n, fn):
+    def spy(self, n, fn):
         started = threading.Barrier(n, timeout=5)
 
         def item(k):
@@ -221,10 +224,10 @@ def test_split_runs_on_several_threads(native, monkeypatch):
             except threading.BrokenBarrierError:
                 pass
             fn(k)
-        real(n, item)
+        real(self, n, item)
 
     def spy_native(self, kind, parts, own):
-        before = int(self.ctl[0, hotpool._DONE])
+        before = int(self.ctl[0, hotpool.DONE])
         taken = []
         real_take = self._take_back
         self._take_back = lambda posted_n: taken.extend(real_take(posted_n)) or taken
@@ -232,16 +235,23 @@ def test_split_runs_on_several_threads(native, monkeypatch):
             real_native(self, kind, parts, own)
         finally:
             del self._take_back
-        posted.append((kind, parts, int(self.ctl[0, hotpool._DONE]) - before, bool(taken)))
+        posted.append((kind, parts, int(self.ctl[0, hotpool.DONE]) - before, bool(taken)))
 
-    monkeypatch.setattr(intra, "parallel_for", spy)
+    monkeypatch.setattr(ThreadPool, "parallel_for", spy)
     monkeypatch.setattr(hotpool.HotPool, "run_native", spy_native)
     xs, ws, attrs = (8, 8, 30, 30), (16, 8, 3, 3), {"pads": [1, 1, 1, 1]}
     mb = _conv_model(xs, ws, attrs)
     x = np.random.default_rng(9).standard_normal(xs).astype(np.float32)
-    for _ in range(5):      # a loaded machine may not run the worker in time: then its
-        posted.clear()      # part is taken back by the caller (execute/hotpool.py); again
-        y, _ = _ours(mb, {"x": x}, 2)
+    so = onnxrt.SessionOptions()
+    so.intra_op_num_threads = 2
+    sess = onnxrt.InferenceSession(mb, so)
+    # the session's first split starts its workers, which may not run in time for it; a
+    # loaded machine may not run a worker in time either: then its part is taken back by
+    # the caller (framework/hotpool.py); again
+    for _ in range(6):
+        posted.clear()
+        seen.clear()
+        y = sess.run(None, {"x": x})[0]
         np.testing.assert_allclose(y, _ort(mb, {"x": x}), rtol=1e-4, atol=1e-5)
         if not native or not posted[0][3]:
             break

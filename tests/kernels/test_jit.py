@@ -12,7 +12,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import onnxrt
-from onnxrt.execute import hotpool, intra, threads
+from onnxrt.framework import hotpool
+from onnxrt.framework.parallel import ThreadPool
 from onnxrt.providers.cpu.nn import jit
 
 HAVE = jit.available()
@@ -33,9 +34,9 @@ def calls(monkeypatch):
     seen: list[str] = []
     real = jit._call
 
-    def spy(key, total, spread, args, native=None):
+    def spy(pool, key, total, spread, args, native=None):
         seen.append(key)
-        return real(key, total, spread, args, native)
+        return real(pool, key, total, spread, args, native)
 
     monkeypatch.setattr(jit, "_call", spy)
     return seen
@@ -302,20 +303,20 @@ def test_pool_float64_nan_and_fallbacks(calls):
 
 @needs_numba
 def test_split_over_threads_and_concurrent_runs(monkeypatch, calls):
-    """Big enough calls split their planes over the session's threads (execute/intra.py):
+    """Big enough calls split their planes over the session's threads (its ThreadPool):
     the same results as one thread, also with several threads running one session."""
     splits = []
-    real_pf = intra.parallel_for
+    real_pf = ThreadPool.parallel_for
 
-    def spy_pf(n, fn):
-        splits.append((threads.jit_threads(), n))
-        return real_pf(n, fn)
+    def spy_pf(self, n, fn):
+        splits.append((self.budget, n))
+        return real_pf(self, n, fn)
 
-    monkeypatch.setattr(intra, "parallel_for", spy_pf)
+    monkeypatch.setattr(ThreadPool, "parallel_for", spy_pf)
     real_native = hotpool.HotPool.run_native
 
     def spy_native(self, kind, parts, own):       # the depthwise planes' native items
-        splits.append((threads.jit_threads(), len(parts)))
+        splits.append((self.n + 1, len(parts)))
         return real_native(self, kind, parts, own)
 
     monkeypatch.setattr(hotpool.HotPool, "run_native", spy_native)

@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from onnxrt.execute import intra
+from onnxrt.framework.parallel import SERIAL, ThreadPool
 from onnxrt.providers.cpu import CPU
 from onnxrt.providers.cpu.nn import compute_dtype, jit, pad_spatial, resolve_pads
 from onnxrt.validate import SpecError
@@ -246,14 +246,15 @@ class _Epilogue:
 
 
 def _gemm_cols(xp: np.ndarray, pk: _Packed, group: int, dil: list[int], strides: list[int],
-               out: list[int], epi: _Epilogue | None) -> np.ndarray:
+               out: list[int], epi: _Epilogue | None, pool: ThreadPool = SERIAL) -> np.ndarray:
     n, c = xp.shape[:2]
     kprod = int(np.prod(pk.kernel)) if pk.kernel else 1
     L = int(np.prod(out))
     M = pk.M
     if not out:
         cols = _im2col(xp, pk.kernel, dil, strides, out)
-        return _apply(pk, group, cols.reshape(n, c * kprod, L), n, epi).reshape((n, M))
+        return _apply(pk, group, cols.reshape(n, c * kprod, L), n, epi,
+                      pool=pool).reshape((n, M))
     row_len = L // max(out[0], 1)
     # bands of one image at a time: a batch shares the cache budget no more, so each
     # product keeps as many columns as at batch 1 (measured faster at batch 8)
@@ -274,15 +275,16 @@ def _gemm_cols(xp: np.ndarray, pk: _Packed, group: int, dil: list[int], strides:
             _apply(pk, group, cols.reshape(1, c * kprod, -1), 1, epi, y, r0 * row_len,
                    r1 * row_len, i)
 
-    intra.parallel_for(n, image)
+    pool.parallel_for(n, image)
     return y.reshape((n, M) + tuple(out))
 
 
 def _apply(pk: _Packed, group: int, cols: np.ndarray, n: int, epi: _Epilogue | None = None,
-           y: np.ndarray | None = None, c0: int = 0, c1: int = 0, i0: int = 0) -> np.ndarray:
+           y: np.ndarray | None = None, c0: int = 0, c1: int = 0, i0: int = 0,
+           pool: ThreadPool = SERIAL) -> np.ndarray:
     """Weights times columns (N, C*kprod, L) -> (N, M, L), or into columns c0:c1 of images
     i0.. of ``y`` (N_full, M, L_full); the epilogue runs on each image's slice right after
-    its product. Images are spread over the session's threads (execute/intra.py)."""
+    its product. Images are spread over the session's threads (``pool``)."""
     # one BLAS call per image: numpy's matmul of a matrix against a stack (broadcast
     # weights) is ~3.5x slower than this loop at batch 8
     L = cols.shape[-1]
@@ -302,12 +304,13 @@ def _apply(pk: _Packed, group: int, cols: np.ndarray, n: int, epi: _Epilogue | N
             if epi is not None:
                 epi(y, i0 + i, c0, c1)
 
-    intra.parallel_for(n, image)
+    pool.parallel_for(n, image)
     return y
 
 
 def conv_nd(x: np.ndarray, pk: _Packed, group: int, strides: list[int], dil: list[int],
-            geo: _Geometry, epi: _Epilogue | None = None) -> tuple[np.ndarray, bool]:
+            geo: _Geometry, epi: _Epilogue | None = None,
+            pool: ThreadPool = SERIAL) -> tuple[np.ndarray, bool]:
     """The convolution of ``x`` (already in the compute dtype) and whether ``epi`` was
     applied (the gemm paths apply it per slice; the depthwise path leaves it to the caller)."""
     n, c = x.shape[:2]
@@ -321,15 +324,15 @@ def conv_nd(x: np.ndarray, pk: _Packed, group: int, strides: list[int], dil: lis
         if any(s != 1 for s in strides):
             xs = xs[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in strides)]
         xs = xs[(slice(None), slice(None)) + tuple(slice(0, o) for o in out)]
-        y = _apply(pk, group, xs.reshape(n, c, -1), n, epi)
+        y = _apply(pk, group, xs.reshape(n, c, -1), n, epi, pool=pool)
         return y.reshape((n, pk.M) + tuple(out)), True
     xp = x if geo.no_pad else pad_spatial(x, geo.begin, geo.end)
     if pk.algo == "depthwise":
         return _depthwise(xp, pk, dil, strides, out), False
-    return _gemm_cols(xp, pk, group, dil, strides, out, epi), True
+    return _gemm_cols(xp, pk, group, dil, strides, out, epi, pool), True
 
 
-@CPU.kernel("Conv", since=1, needs_node=True)
+@CPU.kernel("Conv", since=1, needs_node=True, threads=True)
 class Conv:
     """Conv-1/11/22 over N-d inputs (N, C, *spatial)."""
 
@@ -404,19 +407,21 @@ class Conv:
         return (x.shape[0], pk.M) + tuple(self._geometry(tuple(x.shape[2:]), pk.kernel).out)
 
     def __call__(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
-                 z: np.ndarray | None = None, out: np.ndarray | None = None) -> np.ndarray:
+                 z: np.ndarray | None = None, out: np.ndarray | None = None,
+                 ctx: Any = None) -> np.ndarray:
         """The convolution; with ``out`` (the output's shape and dtype, C-contiguous or a
         slice of channels of a C-contiguous array) written into it: by the compiled GemmConv
         directly, else copied."""
+        pool = SERIAL if ctx is None else ctx.thread_pool
         if out is not None:
-            y = self._conv(x, w, b, z, out)
+            y = self._conv(x, w, b, z, out, pool)
             if y is not out:
                 np.copyto(out, y)
             return out
-        return self._conv(x, w, b, z, None)
+        return self._conv(x, w, b, z, None, pool)
 
     def _conv(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None,
-              z: np.ndarray | None, out: np.ndarray | None) -> np.ndarray:
+              z: np.ndarray | None, out: np.ndarray | None, pool: ThreadPool) -> np.ndarray:
         dt = x.dtype
         cdt = compute_dtype(dt)
         pk = self.packed
@@ -459,13 +464,14 @@ class Conv:
                 if not np.may_share_memory(into, out):     # reshape had to copy
                     into = None
             y = self._gemm(x, bias, z, kind, alpha, beta, strides, dil, list(geo.begin),
-                           list(geo.out), into)
+                           list(geo.out), into, pool)
             if into is not None:
                 return out
             y = y.reshape((x.shape[0], pk.M) + tuple(geo.out))
             return y if y.dtype == dt else y.astype(dt)
         if self._jit is not None and pk is self.packed:   # [jit hook]: bias added inside
-            y = self._jit(x.astype(cdt, copy=False), bias, strides, dil, geo.begin, geo.out)
+            y = self._jit(x.astype(cdt, copy=False), bias, strides, dil, geo.begin, geo.out,
+                          pool)
             if y is not None:    # None: a shape the NumPy path does faster
                 if self._late_epilogue(y, z):
                     return y if y.dtype == dt else y.astype(dt)
@@ -486,7 +492,8 @@ class Conv:
                 fast = None
             epi = _Epilogue(bias, zf, act, fast, kind, alpha, beta, pk.M, np.dtype(cdt))
             act = self.act
-        y, done = conv_nd(x.astype(cdt, copy=False), pk, self.group, strides, dil, geo, epi)
+        y, done = conv_nd(x.astype(cdt, copy=False), pk, self.group, strides, dil, geo, epi,
+                          pool)
         if done:
             bias = None
             if zf is not None:

@@ -17,7 +17,8 @@ summed in the same order); average pooling and the BLAS-based convs within float
 
 Threads: every kernel is compiled ``nogil`` and takes a range of planes (or images) as its
 last two arguments; a big enough call is split into one contiguous range per thread of the
-session (execute/intra.py, ``intra_op_num_threads``). numba's own ``prange`` lost here: its
+session (the ThreadPool of framework/parallel.py its run context gives the kernel,
+``intra_op_num_threads``). numba's own ``prange`` lost here: its
 OpenMP layer's spinning threads fight the other work on a 2-core machine (median 7-17x
 slower than serial), its workqueue layer was at parity and must not be entered from two
 threads at once.
@@ -33,8 +34,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from onnxrt.execute import hotpool, intra, warmup
-from onnxrt.execute.threads import blas_threads_unused, single_blas
+from onnxrt.framework import hotpool, warmup
+from onnxrt.framework.blas_threads import blas_threads_unused
+from onnxrt.framework.parallel import SERIAL, ThreadPool, split
 from onnxrt.ir.dtypes import np_dtype
 from onnxrt.providers.cpu import blas, vmath
 
@@ -65,7 +67,7 @@ def available() -> bool:
 
 def enabled() -> bool:
     """Compiled kernels may be chosen now: numba there, not turned off, and its cache
-    filled or compiling allowed here (execute/warmup.py: on a new machine the kernels
+    filled or compiling allowed here (framework/warmup.py: on a new machine the kernels
     compile in a child process while sessions take the NumPy paths)."""
     return _ENABLED[0] and warmup.ready()
 
@@ -868,7 +870,7 @@ def _mm_items(gemm, a, b, c, tb, one, zero, items, lo, hi):
              bp, ldb, zero, cf[m0 * n_n + n0:].ctypes.data, n_n)
 
 
-# -- the hot pool's native serving loop (execute/hotpool.py) ----------------------------------
+# -- the hot pool's native serving loop (framework/hotpool.py) --------------------------------
 #
 # A conv split posts its items to the pool's workers as a kind and a range, its arguments
 # packed into the pool's slot arrays: addresses and shapes of the arrays, then the flags and
@@ -1136,18 +1138,18 @@ def compile_once(slot: list[Any], build: Callable[[Any], Any]) -> Any:
     return slot[0]
 
 
-def _call(key: str, total: int, spread: bool, args: tuple,
+def _call(pool: ThreadPool, key: str, total: int, spread: bool, args: tuple,
           native: tuple[int, Callable] | None = None) -> None:
     """Run kernel ``key`` over items 0..total-1 (its last two arguments): in one call, or
-    when ``spread`` in one contiguous range per thread of the session (execute/intra.py):
+    when ``spread`` in one contiguous range per thread of the session's ``pool``:
     as native items (``native`` = (kind, pack), float32 kernels) where the hot pool's
     serving loop runs them, else as Python items. The kernels that call BLAS keep it
-    single-threaded in a one-range call too (execute/intra.py _one_call)."""
+    single-threaded in a one-range call too (ThreadPool._one_call)."""
     blas = key in _BLAS_KERNELS
     if spread and native is not None and _install_native():
-        intra.native_ranges(native[0], native[1], _K[key], args, total, blas)
+        pool.native_ranges(native[0], native[1], _K[key], args, total, blas)
     else:
-        intra.for_ranges(_K[key], args, total, spread, blas)
+        pool.for_ranges(_K[key], args, total, spread, blas)
 
 
 _BLAS_KERNELS = frozenset(("gemm_conv", "taps_conv", "mm"))
@@ -1244,7 +1246,8 @@ class JitConv:
                           (self.mg, 1, 1, 1, 1, 0, 0))
 
     def __call__(self, x: np.ndarray, bias: np.ndarray | None, strides: list[int],
-                 dil: list[int], begin: list[int], out_sp: list[int]) -> np.ndarray | None:
+                 dil: list[int], begin: list[int], out_sp: list[int],
+                 pool: ThreadPool = SERIAL) -> np.ndarray | None:
         # the loops do not check bounds: a wrong input must fail here, not read past memory
         if x.shape[1] != self.cg * (self.w.shape[0] // self.mg) or x.ndim != self.nd + 2:
             raise ValueError(f"input of shape {x.shape} does not match the weight "
@@ -1271,10 +1274,10 @@ class JitConv:
         geo = (strides[0], strides[1], dil[0], dil[1], begin[0], begin[1])
         spread = work >= _PAR_MIN_WORK
         if narrow:
-            _call("dwcl", n, spread, (x, self.wt, b, out, self.mg) + geo)
+            _call(pool, "dwcl", n, spread, (x, self.wt, b, out, self.mg) + geo)
         else:
             args = (x, self.w, b, out, self.mg) + geo
-            _call("conv", n * m, spread, args,
+            _call(pool, "conv", n * m, spread, args,
                   (_NK_DW, lambda ji, jf: _K["pack_dw"](ji, *args[:4], args[4:]))
                   if x.dtype == np.float32 else None)
         return out.reshape(shape)
@@ -1414,8 +1417,8 @@ class GemmConv:
 
     def __call__(self, x: np.ndarray, bias: np.ndarray | None, z: np.ndarray | None,
                  kind: int, alpha: float, beta: float, strides: list[int], dil: list[int],
-                 begin: list[int], out_sp: list[int], out: np.ndarray | None = None
-                 ) -> np.ndarray:
+                 begin: list[int], out_sp: list[int], out: np.ndarray | None = None,
+                 pool: ThreadPool = SERIAL) -> np.ndarray:
         """The output (N, M, OH*OW), written into ``out`` when given: that shape, the
         weight's dtype, C-contiguous or a slice of channels of a C-contiguous array (the
         joined output of plan/inplace.py)."""
@@ -1441,7 +1444,7 @@ class GemmConv:
                              f"channels of {oh}x{ow}")
         if _empty(n, self.m, oh, ow):
             return y
-        items, mode = self._plan(n, (oh, ow), direct, intra.threads())
+        items, mode = self._plan(n, (oh, ow), direct, pool.threads)
         dt = self.w.dtype
         b = self.nob if bias is None else np.ascontiguousarray(bias, dtype=dt)
         if b.shape != (self.m,):     # _epi_image reads b[m] for every output channel
@@ -1466,10 +1469,10 @@ class GemmConv:
             if self.sequential or blas_threads_unused(self.m * self.w.shape[1] * oh * ow * n):
                 _K[key](*args, 0, len(items))
             else:
-                with single_blas():
+                with pool.single_blas():
                     _K[key](*args, 0, len(items))
         else:
-            _call(key, len(items), True, args,
+            _call(pool, key, len(items), True, args,
                   (native, lambda ji, jf: _K["pack"](ji, jf, *head, items, geo))
                   if dt == np.float32 else None)
         return y
@@ -1516,7 +1519,7 @@ _MM_SPLIT_MIN = 4_000_000
 _MM_GEMV_M = 4      # fewer rows of a: matrix-vector products
 
 
-def split_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+def split_matmul(a: np.ndarray, b: np.ndarray, pool: ThreadPool = SERIAL) -> np.ndarray | None:
     """a @ b for 2-D float32 operands, through the BLAS single-threaded and split over the
     session's threads (columns of b, aligned to 64, else rows of a), or None where that does
     not apply: another dtype, a small product, one thread, numba missing. A b stored
@@ -1526,7 +1529,7 @@ def split_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
         return None
     m, k = a.shape
     n = b.shape[1]
-    t = intra.threads()
+    t = pool.threads
     if t < 2 or 2 * m * n * k < _MM_SPLIT_MIN or b.shape[0] != k:
         return None
     if m < _MM_GEMV_M:
@@ -1536,16 +1539,16 @@ def split_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
         # on one thread (column blocks of those were not summed as the whole product is:
         # the light zoo models' tied logits split apart)
         if m > 1:
-            with single_blas():
+            with pool.single_blas():
                 return np.matmul(a, b)
         c = np.empty((1, n), np.float32)
-        cols = intra.split(n, t, 64)
+        cols = split(n, t, 64)
 
         def part(j: int) -> None:
             n0, n1 = cols[j]
             np.matmul(a, b[:, n0:n1], out=c[:, n0:n1])
 
-        intra.parallel_for(len(cols), part)
+        pool.parallel_for(len(cols), part)
         return c
     gemm = blas.gemm(np.float32)
     if gemm is None:
@@ -1555,13 +1558,13 @@ def split_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     b = b.T if tb else np.ascontiguousarray(b)
     c = np.empty((m, n), np.float32)
     if n >= 64 * t:
-        parts = intra.split(n, t, 64)
+        parts = split(n, t, 64)
         items = np.array([(0, m, n0, n1) for n0, n1 in parts], np.int64)
     else:
-        parts = intra.split(m, t, 8)
+        parts = split(m, t, 8)
         items = np.array([(m0, m1, 0, n) for m0, m1 in parts], np.int64)
     one, zero = np.float32(1), np.float32(0)
-    _call("mm", len(items), True, (gemm, a, b, c, tb, one, zero, items),
+    _call(pool, "mm", len(items), True, (gemm, a, b, c, tb, one, zero, items),
           (_NK_MM, lambda ji, jf: _K["pack_mm"](ji, a, b, c, tb, items)))
     return c
 
@@ -1571,7 +1574,7 @@ _NATIVE: list[bool] = []
 
 def _slots() -> tuple[np.ndarray, np.ndarray]:
     """Scratch slot arrays shaped like the hot pool's, to compile a pack function now."""
-    return np.zeros(hotpool._INT_SLOTS, np.int64), np.zeros(hotpool._FLOAT_SLOTS, np.float64)
+    return np.zeros(hotpool.INT_SLOTS, np.int64), np.zeros(hotpool.FLOAT_SLOTS, np.float64)
 
 
 def _install_native() -> bool:
@@ -1641,7 +1644,8 @@ class JitPool:
             # its serving loop runs the planes: that and the packing compiled now too
             _K["pack_pool"](_slots()[0], x, out, div, geo)
 
-    def __call__(self, x: np.ndarray, geo: Any, div: np.ndarray | None) -> np.ndarray | None:
+    def __call__(self, x: np.ndarray, geo: Any, div: np.ndarray | None,
+                 pool: ThreadPool = SERIAL) -> np.ndarray | None:
         n, c = x.shape[:2]
         k, s, d, b, o = geo.kernel, geo.strides, geo.dil, geo.begin, geo.out
         e = [a + b for a, b in zip(geo.end, geo.extra)]
@@ -1666,7 +1670,7 @@ class JitPool:
         else:
             key, native = "pool", _NK_POOL
             geo_i = (self.is_max, k[0], k[1], s[0], s[1], d[0], d[1], b[0], b[1])
-        _call(key, n * c, work >= _PAR_MIN_WORK, (x3, out, div) + geo_i,
+        _call(pool, key, n * c, work >= _PAR_MIN_WORK, (x3, out, div) + geo_i,
               (native, lambda ji, jf: _K["pack_pool"](ji, x3, out, div, geo_i))
               if x3.dtype == np.float32 else None)
         return out.reshape((n, c) + tuple(geo.out))
