@@ -121,10 +121,18 @@ def _apply(bound: int) -> None:
         was = prev or k
         want = bound or k
         if was != want:
-            lib.set_num_threads(want)
+            _setter(lib)(want)
     _APPLIED[0] = bound
     if bound == 0:
         _SAVED.clear()
+
+
+def _setter(lib: Any) -> Any:
+    """The library's own thread-count setter. threadpoolctl (>= 3.6) lets one Python thread
+    only, the first to set an OpenBLAS count while it lives, change it and ignores the
+    others; sessions run on any thread, and the changes here are already serialised under
+    _LOCK, so the library's setter is called directly where threadpoolctl has one."""
+    return getattr(lib, "_real_set_num_threads", None) or lib.set_num_threads
 
 
 def _scan_locked() -> list[Any]:
