@@ -422,7 +422,8 @@ class InferenceSession:
             finally:
                 if bound:
                     blas_threads.release(bound)
-                pool.park()
+                if pool._hot is not None:       # spinning workers park at the run's end
+                    pool._hot.park()
         finally:
             for ep in active:
                 ep.on_run_end(run_options)

@@ -36,6 +36,7 @@ _CPUS: list[int] = []
 _REQUESTS: dict[int, int] = {}      # thread bound -> how many requests hold it now
 _APPLIED = [0]                      # the bound in force (0: none, the counts found)
 _SAVED: list[tuple[Any, int]] = []  # (library, count found) before the first request
+_GETTERS: list[tuple[Any, Any]] = []    # (library, its count getter), per scan
 
 
 def default_threads() -> int:
@@ -82,6 +83,7 @@ def rescan_libraries() -> None:
         _BLAS.clear()
         _ALL.clear()
         _ALL_OPENBLAS.clear()
+        _GETTERS.clear()
 
 
 def blas_libraries() -> list[Any]:
@@ -107,16 +109,12 @@ def _limited_libraries() -> list[Any]:
 def _apply(bound: int) -> None:
     """Called with _LOCK held: make ``bound`` the count in force (0: the counts found).
     The counts are read once, at the first request; after that each library holds what
-    was last set, and is set only where the new count differs (~1 us a library)."""
+    was last set, and is set only where the new count differs."""
     prev = _APPLIED[0]
     if bound == prev:
         return
     if prev == 0:               # the first request: remember what was there
-        _SAVED[:] = []
-        for lib in _ALL[0] if _ALL else _scan_locked():
-            k = lib.get_num_threads()
-            if k is not None:
-                _SAVED.append((lib, k))
+        _SAVED[:] = [(lib, k) for lib, get in _libs_locked() if (k := get()) is not None]
     for lib, k in _SAVED:
         was = prev or k
         want = bound or k
@@ -125,6 +123,29 @@ def _apply(bound: int) -> None:
     _APPLIED[0] = bound
     if bound == 0:
         _SAVED.clear()
+
+
+def _libs_locked() -> list[tuple[Any, Any]]:
+    """(controller, its count getter) of every pool a bound applies to, found once per scan
+    (called with _LOCK held). The getter is the library's own function where threadpoolctl
+    exposes it: read on every first request of a run, its ~0.5 us through threadpoolctl
+    was a third of a one-node model's run overhead."""
+    if not _GETTERS:
+        libs = _ALL[0] if _ALL else _scan_locked()
+        _GETTERS[:] = [(lib, _getter(lib)) for lib in libs]
+    return _GETTERS
+
+
+def _getter(lib: Any) -> Any:
+    if getattr(lib, "internal_api", "") == "openblas" and \
+            getattr(lib, "threading_layer", "") != "openmp":
+        try:
+            fn = lib._get_symbol("openblas_get_num_threads")
+        except Exception:       # another threadpoolctl: its public getter
+            fn = None
+        if fn is not None:
+            return fn
+    return lib.get_num_threads
 
 
 def _setter(lib: Any) -> Any:
@@ -147,15 +168,29 @@ def _scan_locked() -> list[Any]:
 
 def request(n: int) -> None:
     """A bound of ``n`` (>= 1) threads on BLAS (and OpenMP) until the matching
-    ``release(n)``: the count in force is the smallest bound requested."""
+    ``release(n)``: the count in force is the smallest bound requested. (Every run of a
+    session with intra_op_num_threads calls it: the common case, no other request open,
+    is written out.)"""
     with _LOCK:
-        _REQUESTS[n] = _REQUESTS.get(n, 0) + 1
-        if n < _APPLIED[0] or _APPLIED[0] == 0:
-            try:
-                _apply(min(_REQUESTS))
-            except BaseException:
-                _drop(n)
-                raise
+        req = _REQUESTS
+        req[n] = req.get(n, 0) + 1
+        cur = _APPLIED[0]
+        try:
+            if cur == 0:            # the first: remember the counts, set where they differ
+                saved = _SAVED
+                saved.clear()
+                for lib, get in _GETTERS or _libs_locked():
+                    k = get()
+                    if k is not None:
+                        saved.append((lib, k))
+                        if k != n:
+                            _setter(lib)(n)
+                _APPLIED[0] = n
+            elif n < cur:
+                _apply(n)
+        except BaseException:
+            _drop(n)
+            raise
 
 
 def _drop(n: int) -> None:
@@ -169,8 +204,21 @@ def _drop(n: int) -> None:
 def release(n: int) -> None:
     """End one ``request(n)``: the next smallest bound, or the counts found, come back."""
     with _LOCK:
-        _drop(n)
-        _apply(min(_REQUESTS) if _REQUESTS else 0)
+        req = _REQUESTS
+        c = req[n] - 1
+        if c:
+            req[n] = c
+            return
+        del req[n]
+        cur = _APPLIED[0]
+        if not req:                 # the last: the counts found come back
+            for lib, k in _SAVED:
+                if k != cur:
+                    _setter(lib)(k)
+            _SAVED.clear()
+            _APPLIED[0] = 0
+        elif n == cur:
+            _apply(min(req))
 
 
 def current_bound() -> int:
