@@ -237,7 +237,7 @@ def main() -> None:
     from onnxrt.providers.cpu.nn import jit
 
     if not jit.available():
-        sys.exit("numba is not installed: pip install numba (or onnxrt[jit])")
+        sys.exit("numba is not installed: pip install numba")
     if args.zoo:
         zrows = bench_zoo(args)
         if args.json:

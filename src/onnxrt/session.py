@@ -23,7 +23,8 @@ from onnxrt.framework.blas_threads import default_threads, rescan_libraries
 from onnxrt.framework.registry import _entry_name, default_providers, resolve_providers
 from onnxrt.ir.load import load_model
 from onnxrt.passes import optimize
-from onnxrt.options import ExecutionMode, GraphOptimizationLevel, RunOptions, SessionOptions
+from onnxrt.options import (ExecutionMode, GraphOptimizationLevel, RunOptions, SessionOptions,
+                            check_session_options)
 from onnxrt.partition.partitioner import KernelAssigner, partition_model
 from onnxrt.partition.report import AssignedSubgraph, assignment_info, placement_report
 from onnxrt.plan.planner import Planner
@@ -47,6 +48,7 @@ class InferenceSession:
                  disabled_optimizers: Sequence[str] | None = None, **kwargs: Any) -> None:
         t_start = time.perf_counter_ns()
         self._sess_options = sess_options if sess_options is not None else SessionOptions()
+        check_session_options(self._sess_options)
         self._profiler = None
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._thread_pool: Any = None

@@ -161,13 +161,14 @@ class OrtValue:
     @staticmethod
     def from_dlpack(data: Any, is_bool_tensor: bool = False) -> "OrtValue":
         """An OrtValue sharing the memory of any DLPack producer (a torch, cupy or jax array,
-        or a capsule); device tensors need torch installed."""
-        try:
-            from onnxrt.providers.torch.convert import ortvalue_from_dlpack
-        except ImportError:
+        or a capsule) through the first available provider whose data transfer takes it
+        (the Torch provider takes device tensors and capsules), else numpy's."""
+        from onnxrt.framework.registry import value_from_dlpack
+
+        v = value_from_dlpack(data)
+        if v is None:
             arr = np.from_dlpack(data)
             return OrtValue(arr.astype(bool) if is_bool_tensor else arr)
-        v = ortvalue_from_dlpack(data)
         if is_bool_tensor and v.device().is_host:
             v = OrtValue(np.asarray(v.value()).astype(bool))
         return v

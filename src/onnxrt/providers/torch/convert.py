@@ -132,6 +132,13 @@ class TorchTransfer(DataTransfer):
     def _to_host(self, value: Any) -> np.ndarray:
         return to_numpy(value)
 
+    def from_dlpack(self, data: Any) -> Any:
+        """Any DLPack producer through torch (capsules and device memory included); an
+        object that is neither a producer nor a capsule is not this transfer's."""
+        if not hasattr(data, "__dlpack__") and type(data).__name__ != "PyCapsule":
+            return None
+        return ortvalue_from_dlpack(data)
+
 
 # -- OrtValues and DLPack ------------------------------------------------------------------
 
