@@ -1,9 +1,13 @@
 """Run onnxruntime's own Python API tests against onnxruntime and against onnxrt.
 
     python tools/ort_api_suite.py PATH_TO_ONNXRUNTIME_CHECKOUT [-k EXPR] [--json OUT]
+                                  [--set api|ep|all | --files NAME.py ...]
 
-The three upstream files (onnxruntime_test_python.py, onnxruntime_test_python_iobinding.py,
-onnxruntime_test_python_sparse_matmul.py) run unmodified, twice, each time in a fresh process:
+The upstream files of a set (``api``, the default: onnxruntime_test_python.py,
+onnxruntime_test_python_iobinding.py, onnxruntime_test_python_sparse_matmul.py; ``ep``: the
+EP-device API's onnxruntime_test_python_autoep.py and
+onnxruntime_test_python_ep_compatibility.py; ``all``: both), or the files named with
+``--files``, run unmodified, twice, each time in a fresh process:
 once with the installed onnxruntime package, once with ``onnxruntime`` mapped to onnxrt by
 ``onnxrt.install_as_onnxruntime()`` (import aliasing only). The score is X/Y: of the Y tests that
 pass on onnxruntime's CPU package, X also pass on onnxrt. A test that fails or is skipped on
@@ -28,8 +32,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-FILES = ("onnxruntime_test_python.py", "onnxruntime_test_python_iobinding.py",
-         "onnxruntime_test_python_sparse_matmul.py")
+SETS = {
+    "api": ("onnxruntime_test_python.py", "onnxruntime_test_python_iobinding.py",
+            "onnxruntime_test_python_sparse_matmul.py"),
+    "ep": ("onnxruntime_test_python_autoep.py", "onnxruntime_test_python_ep_compatibility.py"),
+}
+SETS["all"] = SETS["api"] + SETS["ep"]
+FILES = SETS["api"]
+# modules the test files import, copied beside them where the checkout has them
+HELPERS = ("helper.py", "autoep_helper.py")
 
 # runs inside the child process: alias (or not), then pytest with a recorder plugin
 _DRIVER = r"""
@@ -81,16 +92,18 @@ print("implementation:", getattr(impl, "__file__", impl), file=sys.stderr)
 """
 
 
-def _scratch(checkout: Path) -> Path:
+def _scratch(checkout: Path, files: tuple[str, ...]) -> Path:
     """A scratch folder laid out like onnxruntime's build folder."""
     src = checkout / "onnxruntime" / "test"
-    if not (src / "python" / FILES[0]).is_file():
-        raise SystemExit(f"{checkout} does not look like an onnxruntime checkout: "
-                         f"{src / 'python' / FILES[0]} is missing")
+    missing = [f for f in files if not (src / "python" / f).is_file()]
+    if missing:
+        raise SystemExit(f"{checkout} does not look like an onnxruntime checkout with these "
+                         f"tests: {', '.join(str(src / 'python' / f) for f in missing)} "
+                         f"missing")
     root = Path(tempfile.mkdtemp(prefix="ort_api_suite_"))
     pydir = root / "python"
     pydir.mkdir()
-    for name in (*FILES, "helper.py"):
+    for name in (*files, *(h for h in HELPERS if (src / "python" / h).is_file())):
         shutil.copy2(src / "python" / name, pydir / name)
     # both ./testdata (cwd) and python/../testdata; a copy, not links: a model's external
     # data must lie in the model's own folder for onnxrt's loader
@@ -99,9 +112,10 @@ def _scratch(checkout: Path) -> Path:
     return root
 
 
-def run_mode(root: Path, mode: str, extra: list[str], python: str) -> dict[str, list[str]]:
+def run_mode(root: Path, mode: str, extra: list[str], python: str,
+             files_run: tuple[str, ...] = FILES) -> dict[str, list[str]]:
     out = root / f"results_{mode}.json"
-    files = [str(Path("python") / f) for f in FILES]
+    files = [str(Path("python") / f) for f in files_run]
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
     proc = subprocess.run([python, "-c", _DRIVER, mode, str(out), *files, *extra],
@@ -126,12 +140,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=None, help="write both result sets here")
     ap.add_argument("--keep", action="store_true", help="keep the scratch folder")
     ap.add_argument("--python", default=sys.executable)
+    which = ap.add_mutually_exclusive_group()
+    which.add_argument("--set", choices=sorted(SETS), default="api",
+                       help="which upstream files: api (default), ep, all")
+    which.add_argument("--files", nargs="+", metavar="NAME.py",
+                       help="upstream test files by name (onnxruntime/test/python/NAME.py)")
     args = ap.parse_args(argv)
-    root = _scratch(args.checkout)
+    files = tuple(args.files) if args.files else SETS[args.set]
+    root = _scratch(args.checkout, files)
     extra = ["-k", args.keyword] if args.keyword else []
     try:
-        ref = run_mode(root, "onnxruntime", extra, args.python)
-        ours = run_mode(root, "onnxrt", extra, args.python)
+        ref = run_mode(root, "onnxruntime", extra, args.python, files)
+        ours = run_mode(root, "onnxrt", extra, args.python, files)
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
@@ -147,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(f"{len(ref)} tests collected; {len(counted)} pass on onnxruntime "
           f"({len(not_counted)} fail or skip there and are not counted)")
-    for fname in FILES:
+    for fname in files:
         stem = fname[:-3]
         c = [n for n in counted if stem + ".py::" in n]
         p = [n for n in passing if stem + ".py::" in n]

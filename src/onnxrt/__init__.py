@@ -24,21 +24,24 @@ from onnxrt.framework.provider import ExecutionProvider
 from onnxrt.framework.registry import (get_all_providers, get_available_providers, init,
                                        register_execution_provider)
 from onnxrt.framework.transfer import DataTransfer
-from onnxrt.partition.capability import Capability
+from onnxrt.framework.capability import Capability
 from onnxrt.partition.report import AssignedNode as OrtEpAssignedNode
 from onnxrt.partition.report import AssignedSubgraph as OrtEpAssignedSubgraph
-from onnxrt.partition.grouping import group_nodes
-from onnxrt.partition.view import GraphView, NodeView
+from onnxrt.framework.grouping import group_nodes
+from onnxrt.framework.graph_view import GraphView, NodeView
 from onnxrt.options import (ExecutionMode, ExecutionOrder, GraphOptimizationLevel,
                             OrtAllocatorType, OrtMemType, RunOptions, SessionOptions)
 from onnxrt.session import InferenceSession
 from onnxrt.session_threads import set_global_thread_pool_sizes
 from onnxrt.alias import install_as_onnxruntime, uninstall_as_onnxruntime
 from onnxrt.allocators import (OrtArenaCfg, OrtDevice, OrtDeviceMemoryType, OrtDeviceVendorId,
-                               OrtEpDevice, OrtHardwareDevice, OrtHardwareDeviceType,
                                OrtMemoryInfo, OrtMemoryInfoDeviceType,
-                               create_and_register_allocator, create_and_register_allocator_v2,
-                               get_ep_devices)
+                               create_and_register_allocator, create_and_register_allocator_v2)
+from onnxrt.framework.devices import DeviceSupport, OrtHardwareDevice, OrtHardwareDeviceType
+from onnxrt.framework.ep_devices import OrtEpDevice, get_ep_devices
+from onnxrt.framework.libraries import (register_execution_provider_library,
+                                        unregister_execution_provider_library)
+from onnxrt.framework.selection import OrtExecutionProviderDevicePolicy
 from onnxrt.lora import AdapterFormat, LoraAdapter
 from onnxrt.sparse import OrtSparseFormat, SparseTensor
 from onnxrt.values import (IOBinding, ModelMetadata, NodeArg, OrtValue, OrtValueVector,
@@ -66,7 +69,9 @@ __all__ = [
     "AdapterFormat", "LoraAdapter", "install_as_onnxruntime", "uninstall_as_onnxruntime",
     "enable_telemetry_events", "disable_telemetry_events", "set_default_logger_verbosity",
     "DeviceReset", "OrtEpAssignedNode", "OrtEpAssignedSubgraph", "preload_dlls",
-    "has_collective_ops", "set_global_thread_pool_sizes",
+    "has_collective_ops", "set_global_thread_pool_sizes", "OrtExecutionProviderDevicePolicy",
+    "DeviceSupport", "register_execution_provider_library",
+    "unregister_execution_provider_library",
 ]
 
 

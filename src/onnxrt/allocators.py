@@ -1,5 +1,6 @@
 """Device and memory descriptors with onnxruntime's names: OrtDevice, OrtMemoryInfo,
-OrtArenaCfg, OrtEpDevice, and the shared allocators of ``create_and_register_allocator``.
+OrtArenaCfg, and the shared allocators of ``create_and_register_allocator``. (Hardware and
+EP devices: ``framework/devices.py`` and ``framework/ep_devices.py``.)
 
 onnxrt keeps host values in NumPy arrays and device values in their engine's tensors, so these
 describe where a value lives rather than own memory. The one allocator onnxrt tunes is the
@@ -17,9 +18,8 @@ from onnxrt.framework.device import CPU_DEVICE, Device
 from onnxrt.options import OrtAllocatorType, OrtMemType
 
 __all__ = ["OrtDevice", "OrtMemoryInfo", "OrtArenaCfg", "OrtDeviceMemoryType",
-           "OrtMemoryInfoDeviceType", "OrtHardwareDeviceType", "OrtHardwareDevice",
-           "OrtEpDevice", "OrtDeviceVendorId", "create_and_register_allocator",
-           "create_and_register_allocator_v2", "registered_allocator", "get_ep_devices"]
+           "OrtMemoryInfoDeviceType", "OrtDeviceVendorId", "create_and_register_allocator",
+           "create_and_register_allocator_v2", "registered_allocator"]
 
 
 class OrtDeviceMemoryType(enum.IntEnum):
@@ -32,12 +32,6 @@ class OrtMemoryInfoDeviceType(enum.IntEnum):
     GPU = 1
     FPGA = 2
     NPU = 3
-
-
-class OrtHardwareDeviceType(enum.IntEnum):
-    CPU = 0
-    GPU = 1
-    NPU = 2
 
 
 class OrtDeviceVendorId(enum.IntEnum):
@@ -297,66 +291,3 @@ def create_and_register_allocator_v2(provider_type: str, mem_info: OrtMemoryInfo
 def registered_allocator() -> tuple[bool, OrtArenaCfg | None]:
     """(whether a shared CPU arena was registered, its configuration)."""
     return "cpu" in _REGISTERED, _REGISTERED.get("cpu")
-
-
-class OrtHardwareDevice:
-    """A device an execution provider runs on (onnxruntime.OrtHardwareDevice)."""
-
-    def __init__(self, type: OrtHardwareDeviceType, vendor: str, vendor_id: int,  # noqa: A002
-                 device_id: int, metadata: dict[str, str] | None = None) -> None:
-        self.type = type
-        self.vendor = vendor
-        self.vendor_id = vendor_id
-        self.device_id = device_id
-        self.metadata = dict(metadata or {})
-
-    def __repr__(self) -> str:
-        return f"OrtHardwareDevice({self.type.name}, vendor={self.vendor!r})"
-
-
-class OrtEpDevice:
-    """An execution provider paired with the device it runs on (onnxruntime.OrtEpDevice)."""
-
-    def __init__(self, ep_name: str, device: OrtHardwareDevice, memory: Device,
-                 ep_options: dict[str, str] | None = None) -> None:
-        from onnxrt import __version__
-
-        self.ep_name = ep_name
-        self.ep_vendor = "onnxrt"
-        self.ep_metadata = {"version": __version__}
-        self.ep_options = dict(ep_options or {})
-        self.device = device
-        self._memory = memory
-
-    def memory_info(self, memory_type: int = 0) -> OrtMemoryInfo:
-        return OrtMemoryInfo.for_device(self._memory)
-
-    def __repr__(self) -> str:
-        return f"OrtEpDevice({self.ep_name!r}, {self.device!r})"
-
-
-def ep_device_for(ep: Any) -> OrtEpDevice:
-    """The OrtEpDevice of a provider object or class."""
-    dev: Device = ep.device
-    if dev.is_host:
-        import platform
-
-        hw = OrtHardwareDevice(OrtHardwareDeviceType.CPU, platform.processor() or
-                               platform.machine(), 0, 0)
-    else:
-        vendor = _VENDOR_OF_NAME.get(dev.type, OrtDeviceVendorId.NONE)
-        hw = OrtHardwareDevice(OrtHardwareDeviceType.GPU, vendor.name, int(vendor), dev.id)
-    opts = ep.get_provider_options() if not isinstance(ep, type) else {}
-    return OrtEpDevice(ep.name, hw, dev, opts)
-
-
-def get_ep_devices() -> list[OrtEpDevice]:
-    """One OrtEpDevice per available provider (CPU last), as onnxruntime lists them."""
-    from onnxrt.framework.registry import get_available_providers, provider_class
-
-    out = []
-    for name in get_available_providers():
-        cls = provider_class(name)
-        if cls is not None:
-            out.append(ep_device_for(cls))
-    return out

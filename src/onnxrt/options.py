@@ -81,12 +81,12 @@ class SessionOptions:
         self._initializers: dict[str, Any] = {}
         self._free_dims_by_name: dict[str, int] = {}
         self._free_dims_by_denotation: dict[str, int] = {}
-        self._providers: list[tuple[str, dict[str, str]]] = []
+        # add_provider's (name, options) and add_provider_for_devices' entries, in order
+        self._providers: list[Any] = []
         self._memory_files: dict[str, bytes] = {}
         self._load_cancelled = False
         self._selection_policy: Any = None
         self._selection_delegate: Any = None
-        self._provider_devices: list[Any] = []
         self._ep_context_read: Any = None
 
     def add_session_config_entry(self, key: str, value: str) -> None:
@@ -118,16 +118,31 @@ class SessionOptions:
         self._load_cancelled = bool(value)
 
     def set_provider_selection_policy(self, policy: Any) -> None:
-        """Stored only: onnxrt selects providers from the explicit list."""
+        """Let sessions pick their providers by an OrtExecutionProviderDevicePolicy (used when
+        no provider was added; replaces a delegate set before). README "Choosing devices"."""
+        from onnxrt.framework.selection import OrtExecutionProviderDevicePolicy
+
+        if not isinstance(policy, OrtExecutionProviderDevicePolicy):
+            raise TypeError(f"set_provider_selection_policy takes an "
+                            f"OrtExecutionProviderDevicePolicy, not {policy!r}")
         self._selection_policy = policy
+        self._selection_delegate = None
 
     def set_provider_selection_policy_delegate(self, delegate: Any) -> None:
-        """Stored only: onnxrt selects providers from the explicit list."""
+        """Let ``delegate(ep_devices, model_metadata, runtime_metadata, max_selections)``
+        pick the EP devices (a list of OrtEpDevice) when no provider was added; an exception
+        it raises fails session creation with Fail."""
+        if not callable(delegate):
+            raise TypeError(f"set_provider_selection_policy_delegate takes a callable, not "
+                            f"{type(delegate).__name__}")
         self._selection_delegate = delegate
 
     def add_provider_for_devices(self, ep_devices: Any, options: dict[str, str]) -> None:
-        """Stored only: onnxrt has no device enumeration API; name providers instead."""
-        self._provider_devices.append((ep_devices, dict(options)))
+        """Add the provider of these OrtEpDevices (all of one provider), aimed at them, with
+        ``options`` over the devices' own ``ep_options``."""
+        from onnxrt.framework.selection import devices_entry
+
+        self._providers.append(devices_entry(ep_devices, options))
 
     def set_ep_context_data_read_func(self, read_func: Any, max_data_size: int) -> None:
         self._ep_context_read = (read_func, int(max_data_size))
@@ -145,7 +160,9 @@ class SessionOptions:
         self._providers.append((name, dict(options or {})))
 
     def has_providers(self) -> bool:
-        return bool(self._providers)
+        """Whether providers, EP devices, a selection policy or a delegate were set."""
+        return bool(self._providers) or self._selection_policy is not None or \
+            self._selection_delegate is not None
 
     def register_custom_ops_library(self, path: str) -> None:
         from onnxrt.errors import NotImplemented as NI

@@ -20,12 +20,16 @@ from onnxrt.execute.profiler import Profiler
 from onnxrt.execute.feeds import InputSpec, host_output, prepare_feeds
 from onnxrt.framework import blas_threads
 from onnxrt.framework.blas_threads import default_threads, rescan_libraries
-from onnxrt.framework.registry import _entry_name, default_providers, resolve_providers
+from onnxrt.framework.registry import (_entry_name, default_providers, resolve_providers,
+                                       session_providers)
 from onnxrt.ir.load import load_model
-from onnxrt.passes import optimize
+from onnxrt.ir.graph import Graph
+from onnxrt.ir.shapes import typed_graph
+from onnxrt.passes import optimize_graph
 from onnxrt.options import (ExecutionMode, GraphOptimizationLevel, RunOptions, SessionOptions,
                             check_session_options)
-from onnxrt.partition.partitioner import KernelAssigner, partition_model
+from onnxrt.framework.kernel_lookup import KernelLookup
+from onnxrt.partition.partitioner import partition_model
 from onnxrt.partition.report import AssignedSubgraph, assignment_info, placement_report
 from onnxrt.plan.planner import Planner
 from onnxrt.framework.device import CPU_DEVICE, Device
@@ -84,8 +88,10 @@ class InferenceSession:
                                          time.perf_counter_ns())
 
     # -- building -------------------------------------------------------------------------
-    def _optimize(self, eps: list[Any]) -> tuple[Any, list[str]]:
-        """Graph passes by optimization level; the result is what partitioning sees.
+    def _optimize(self, eps: list[Any]) -> tuple[Graph, list[str]]:
+        """The session's graph (built from the loaded model, typed by one shape inference)
+        rewritten by the graph passes of its optimization level; the result is what
+        partitioning sees.
 
         Fusions produce com.microsoft ops that only the CPU provider has kernels for, so the
         level is capped by what the session's other providers accept
@@ -96,38 +102,39 @@ class InferenceSession:
         level = int(so.graph_optimization_level)
         for ep in eps:
             level = min(level, int(getattr(ep, "max_graph_optimization_level", 99)))
-        model, applied = optimize(self._loaded, level, self._disabled_optimizers)
+        graph = typed_graph(self._loaded)
+        applied = optimize_graph(graph, level, self._disabled_optimizers, KernelLookup(eps))
         if so.optimized_model_filepath:
-            save_optimized_model(model, so)
-        return model, applied
+            save_optimized_model(graph.to_model(), so)
+        return graph, applied
 
     def _build(self, providers: Sequence[Any] | None,
                provider_options: Sequence[dict[str, Any]] | None) -> None:
         so = self._sess_options
         cfg = so._config
         if providers is None and so.has_providers():
-            providers = list(so._providers)
+            providers = session_providers(so, self._loaded)
         use_defaults = cfg.get("session.use_default_providers", "1") != "0"
         eps = resolve_providers(providers, provider_options,
                                 cfg.get("session.provider_fallback", "warn"),
                                 default_providers() if use_defaults else ())
         cpu_requested = any(_entry_name(p) == "CPUExecutionProvider"
                             for p in (providers or []))
-        model, applied = self._optimize(eps)
-        opsets = {imp.domain: imp.version for imp in model.opset_import}
-        functions = {(f.domain, f.name): f for f in model.functions}
+        graph, applied = self._optimize(eps)
+        opsets = dict(graph.opsets)
+        functions = {(f.domain, f.name): f for f in self._loaded.functions}
+        lookup = KernelLookup(eps)
         part = partition_model(
-            model, eps, opsets,
+            graph, eps, opsets, lookup,
             disable_cpu_fallback=cfg.get("session.disable_cpu_ep_fallback", "0") == "1",
             cpu_requested=cpu_requested)
-        level = so.graph_optimization_level
-        planner = Planner(opsets, functions, KernelAssigner(eps), partition=part,
-                          fold_constants=level >= GraphOptimizationLevel.ORT_ENABLE_BASIC,
-                          ir_version=model.ir_version,
+        planner = Planner(opsets, functions, lookup, execute=execute_plan, graph=graph,
+                          providers=eps, ir_version=self._loaded.ir_version,
                           reuse_memory=bool(so.enable_mem_reuse))
-        plan = planner.plan_graph(model.graph, is_main=True, path="main")
+        plan = planner.plan_graph(graph, is_main=True)
         # state swapped in only once everything succeeded: a failed rebuild keeps the old one
-        self._model = model
+        self._graph = graph
+        self._model_proto = None
         self._passes_applied = applied
         self._providers = eps
         self._partition = part
@@ -136,13 +143,13 @@ class InferenceSession:
         used = set(part.providers_used()) | {st.provider for st in plan.steps}
         self._active = [ep for ep in eps if ep.name in used]
         self._const_ids = frozenset(id(v) for v in plan.initial if isinstance(v, np.ndarray))
-        g = model.graph
+        g = self._loaded.graph     # the interface is the model's as loaded
         init_names = {t.name for t in g.initializer}
         free = so._free_dims_by_name
         self._inputs = [NodeArg.from_value_info(vi.name, vi.type) for vi in g.input
                         if vi.name not in init_names]
         self._overridable = [NodeArg.from_value_info(vi.name, vi.type) for vi in g.input
-                             if vi.name in init_names and model.ir_version >= 4]
+                             if vi.name in init_names and self._loaded.ir_version >= 4]
         self._outputs = [NodeArg.from_value_info(vi.name, vi.type) for vi in g.output]
         self._sparse_outputs = frozenset(vi.name for vi in g.output
                                          if vi.type.WhichOneof("value") == "sparse_tensor_type")
@@ -206,8 +213,11 @@ class InferenceSession:
     def placement_report(self) -> str:
         """A readable account of where every node runs, why the providers ranked above it
         declined it, the number of partitions, and every device copy."""
-        return placement_report(self._partition, self._plan.steps, self._planner.copies,
-                                self._planner.folded, self._model.graph.name)
+        from onnxrt.framework.selection import selection_note
+
+        return selection_note(self._providers) + placement_report(
+            self._partition, self._plan.steps, self._partition.copies, self._graph.folded,
+            self._graph.name)
 
     def get_provider_stats(self) -> dict[str, dict[str, int]]:
         """Per provider: runs seen, device copies and bytes moved."""
@@ -224,7 +234,7 @@ class InferenceSession:
         return list(self._overridable)
 
     def get_modelmeta(self) -> ModelMetadata:
-        return ModelMetadata(self._model)
+        return ModelMetadata(self._loaded)
 
     def get_providers(self) -> list[str]:
         return [ep.name for ep in self._providers]
@@ -254,7 +264,7 @@ class InferenceSession:
     def get_input_epdevices(self) -> list[Any]:
         """Per input, the OrtEpDevice of the provider on whose device it is read: the
         provider that reads it straight from its own device, else the CPU provider."""
-        from onnxrt.allocators import ep_device_for
+        from onnxrt.framework.ep_devices import ep_device_for
 
         out = []
         for a in self._inputs:
@@ -271,6 +281,13 @@ class InferenceSession:
     def _sess(self) -> "CSession":
         """onnxruntime's C-level session object, as its own tests reach it."""
         return CSession(self)
+
+    @property
+    def _model(self) -> Any:
+        """The session's graph as a ModelProto (the optimized model), serialized when asked."""
+        if self._model_proto is None:
+            self._model_proto = self._graph.to_model()
+        return self._model_proto
 
     @property
     def _model_bytes(self) -> bytes:

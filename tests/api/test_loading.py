@@ -170,7 +170,7 @@ def test_spec_function_body_runs_when_no_kernel_exists():
     """An op the spec defines as a function runs through its body on a provider without a
     kernel for it (Softsign = x / (1 + |x|))."""
     from onnxrt.framework.kernel import KernelRegistry
-    from onnxrt.partition.partitioner import KernelAssigner
+    from onnxrt.framework.kernel_lookup import KernelLookup
     from onnxrt.plan.planner import Planner
     from onnxrt.execute.executor import RunContext, execute_plan
     from onnxrt.providers.cpu import CPU, CPUExecutionProvider
@@ -188,7 +188,7 @@ def test_spec_function_body_runs_when_no_kernel_exists():
     m = model([h.make_node("Softsign", ["x"], ["y"])],
               [h.make_tensor_value_info("x", T.FLOAT, [5])],
               [h.make_tensor_value_info("y", T.FLOAT, [5])], opset=22)
-    planner = Planner({"": 22}, {}, KernelAssigner([NoSoftsign()]))
+    planner = Planner({"": 22}, {}, KernelLookup([NoSoftsign()]), execute=execute_plan)
     plan = planner.plan_graph(m.graph, is_main=True)
     assert plan.steps[0].provider == "CPUExecutionProvider"  # the function call step
     x = np.linspace(-3, 3, 5).astype(np.float32)

@@ -37,3 +37,16 @@ def test_upstream_slice_passes_on_onnxrt():
     # all of the slice's tests pass on onnxruntime here, and all of them on onnxrt
     assert int(score.group(2)) >= 10 and score.group(1) == score.group(2), out.stdout[-3000:]
     assert out.returncode == 0
+
+
+def test_ep_device_files_pass_on_onnxrt():
+    """The EP-device API's upstream files (``--set ep``): the compatibility tests pass both
+    ways; the autoep tests skip on onnxruntime off Windows and are not counted (onnxrt's own
+    tests/framework/test_selection.py and test_ep_libraries.py cover what they check)."""
+    out = subprocess.run([sys.executable, str(ROOT / "tools" / "ort_api_suite.py"),
+                          str(CHECKOUT), "--set", "ep"], capture_output=True, text=True,
+                         timeout=600)
+    assert "onnxruntime_test_python_ep_compatibility.py: 2/2" in out.stdout, \
+        out.stdout[-3000:] + out.stderr[-3000:]
+    assert "onnxrt: 2/2 of the tests that pass on onnxruntime pass" in out.stdout
+    assert out.returncode == 0

@@ -193,3 +193,44 @@ def test_fallback_switch_rebuilds_on_cpu_after_a_provider_failure():
     s.enable_fallback()
     np.testing.assert_array_equal(s.run(None, {"x": x})[0], np.maximum(x, 0))
     assert s.get_providers() == ["CPUExecutionProvider"]
+
+
+@pytest.mark.skipif(not jit.available(), reason="numba is not installed: no kernel splits")
+@pytest.mark.parametrize("op", ["MatMulInteger", "ConvInteger"])
+def test_compiled_quantized_kernels_split_over_their_sessions_pool(monkeypatch, op):
+    """The compiled 8-bit products (providers/cpu/quant/igemm.py) take their session's
+    pool from the run context: a three-thread session's splits see three threads, and the
+    result is NumPy's exact integer product."""
+    rng = np.random.default_rng(5)
+    if op == "MatMulInteger":
+        w = rng.integers(-128, 128, (256, 256), dtype=np.int8)
+        x = rng.integers(0, 256, (256, 256), dtype=np.uint8)
+        want = x.astype(np.int32) @ w.astype(np.int32)
+        node = h.make_node(op, ["x", "w"], ["y"])
+    else:
+        w = rng.integers(-128, 128, (32, 16, 3, 3), dtype=np.int8)
+        x = rng.integers(0, 256, (2, 16, 32, 32), dtype=np.uint8)
+        xi, wi = x.astype(np.int64), w.astype(np.int64)
+        want = np.zeros((2, 32, 30, 30), np.int64)
+        for i in range(3):
+            for j in range(3):
+                want += np.einsum("nchw,mc->nmhw", xi[:, :, i:i + 30, j:j + 30],
+                                  wi[:, :, i, j])
+        want = want.astype(np.int32)
+        node = h.make_node(op, ["x", "w"], ["y"])
+    g = h.make_graph([node], "g",
+                     [h.make_tensor_value_info("x", T.UINT8, list(x.shape))],
+                     [h.make_tensor_value_info("y", T.INT32, None)],
+                     [numpy_helper.from_array(w, "w")])
+    data = h.make_model(g, ir_version=8, opset_imports=[h.make_opsetid("", 17)]
+                        ).SerializeToString()
+    s = _session(data, 3)
+    seen: list[tuple[int, int]] = []
+    real = ThreadPool.for_ranges
+
+    def spy(self, *a, **k):
+        seen.append((id(self), self.threads))
+        return real(self, *a, **k)
+    monkeypatch.setattr(ThreadPool, "for_ranges", spy)
+    np.testing.assert_array_equal(s.run(None, {"x": x})[0], want)
+    assert seen and set(seen) == {(id(s._thread_pool), 3)}, seen

@@ -301,7 +301,7 @@ def test_hot_pool_items_errors_parking_and_allow_spinning(monkeypatch):
 
 def test_hot_pool_native_items_errors_and_mixing_with_python_items(monkeypatch):
     """The native protocol on a pool of its own, with a serving loop written in Python to
-    the contract of execute/hotpool.py: the worker gets the kind, its range and the slots;
+    the contract of framework/hotpool.py: the worker gets the kind, its range and the slots;
     a failing native item is raised in the caller after the others finish, and the pool
     goes on serving native and Python items."""
     import time

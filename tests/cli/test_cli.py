@@ -122,7 +122,8 @@ def test_inspect_shows_everything():
     assert r.returncode == 0, r.stderr
     for word in ("inputs:", "data_0: tensor(float) [1, 3, 224, 224]", "outputs:", "opsets:",
                  "ai.onnx 9", "ops (105 nodes):", "Conv 26", "parameters:",
-                 "placement of model", "CPUExecutionProvider", "device copies"):
+                 "placement of model", "CPUExecutionProvider", "device copies",
+                 "ops as the session runs them", "com.microsoft::FusedConv"):
         assert word in r.stdout, word
 
 

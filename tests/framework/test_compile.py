@@ -199,3 +199,23 @@ def test_group_nodes_respects_outer_reads_of_subgraphs():
     np.testing.assert_allclose(s.run(None, {"c": np.array(True), "x": x})[0], np.zeros_like(x))
     np.testing.assert_allclose(s.run(None, {"c": np.array(False), "x": x})[0],
                                2 * np.maximum(x, 0))
+
+
+def test_each_group_is_one_fused_node_of_the_graph():
+    """Partitioning replaces each compiled group by one node of the session's graph, which
+    reads the group's inputs and writes the outputs others read; the plan runs it as one
+    step of the provider's."""
+    ep = Recorder()
+    s = ort.InferenceSession(cycle_model().SerializeToString(), providers=[ep, CPU])
+    g = s._graph
+    ops = [(n.op_type, list(n.input), list(n.output)) for n in g.nodes]
+    fused = "RecorderExecutionProvider_fused"
+    assert ops == [(fused, ["x"], ["a"]), ("Sigmoid", ["a"], ["b"]),
+                   (fused, ["a", "b"], ["y"])]
+    metas = [g.meta(n) for n in g.nodes]
+    assert [m.provider.name for m in metas] == [ep.name, CPU, ep.name]
+    assert [[n.op_type for n in m.fused.nodes] for m in metas if m.fused is not None] == \
+        [["Relu"], ["Add", "Exp", "Mul"]]
+    assert [st.provider for st in s._plan.steps] == [ep.name, CPU, ep.name]
+    x = rand(2, 3)
+    np.testing.assert_allclose(s.run(None, {"x": x})[0], expected(x), rtol=1e-5)

@@ -80,3 +80,29 @@ def test_compile_based_chain_provider(tmp_path):
               if sg.ep_name == "ChainCompilerExecutionProvider"]
     assert sorted(len(g.get_nodes()) for g in groups) == [2, 2]
     assert ep.get_provider_options() == {"min_group": "2"}
+
+
+def test_device_selection_provider(tmp_path, monkeypatch):
+    from onnxrt.framework import registry
+
+    # the block registers its provider: keep that to this test
+    monkeypatch.setattr(registry, "_REGISTERED", dict(registry._REGISTERED))
+    ns = define(4)
+    m = model([h.make_node("Relu", ["x"], ["r"]), h.make_node("Sigmoid", ["r"], ["y"])],
+              [h.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+              [h.make_tensor_value_info("y", T.FLOAT, [2, 3])])
+    path = tmp_path / "m.onnx"
+    path.write_bytes(m.SerializeToString())
+    ns["model_path"] = str(path)
+    exec(compile(blocks()[5], "doc-usage", "exec"), ns)
+    sess = ns["sess"]
+    assert sess.get_providers()[0] == "ToyNpuExecutionProvider"
+    assert sess.get_providers()[-1] == "CPUExecutionProvider"
+    assert sess.get_provider_options()["ToyNpuExecutionProvider"] == {"npu_index": "0"}
+    assert "ToyNpuExecutionProvider: chosen by the provider selection policy PREFER_NPU" in \
+        sess.placement_report()
+    (dev,) = [d for d in ort.get_ep_devices() if d.ep_name == "ToyNpuExecutionProvider"]
+    assert (dev.ep_vendor, dev.device.type) == ("Toy Inc.", ort.OrtHardwareDeviceType.NPU)
+    x = rand(2, 3)
+    np.testing.assert_allclose(sess.run(None, {"x": x})[0],
+                               1 / (1 + np.exp(-np.maximum(x, 0))), rtol=1e-5)

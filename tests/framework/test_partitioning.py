@@ -48,7 +48,7 @@ def test_copies_inserted_exactly_at_crossings_and_results_match_cpu():
                                rtol=1e-6)
     where = {sg.get_nodes()[0].name: sg.ep_name for sg in s.get_provider_graph_assignment_info()}
     assert where == {"relu": FAKE, "sigmoid": CPU, "add": FAKE, "mul": FAKE}
-    copies = [(c.value, c.src, c.dst) for c in s._planner.copies]
+    copies = [(c.value, c.src, c.dst) for c in s._partition.copies]
     # x to the device, a back to the host, b and y to the device, w (a constant) once at
     # session creation, and z home as a graph output (done by run)
     assert sorted(copies) == sorted([("x", "cpu", "fake:0"), ("a", "fake:0", "cpu"),
@@ -56,6 +56,29 @@ def test_copies_inserted_exactly_at_crossings_and_results_match_cpu():
                                      ("w", "cpu", "fake:0")])
     stats = s.get_provider_stats()[FAKE]
     assert stats["copies_to_device"] >= 4 and stats["copies_to_host"] >= 2
+
+
+def test_copies_are_nodes_of_the_graph_and_the_plan_runs_them():
+    """Partitioning writes the copies into the session's graph as MemcpyFromHost and
+    MemcpyToHost nodes read by the nodes that need them (as onnxruntime does); the plan has
+    a step for each, except the copy of the constant w, done once at session creation."""
+    s = sess(mixed_model(), [FAKE, CPU])
+    g = s._graph
+    ops = [(n.op_type, list(n.input), list(n.output)) for n in g.nodes]
+    assert ops == [("MemcpyFromHost", ["x"], ["x@fake:0"]),
+                   ("Relu", ["x@fake:0"], ["a"]),
+                   ("MemcpyToHost", ["a"], ["a@cpu"]),
+                   ("Sigmoid", ["a@cpu"], ["b"]),
+                   ("MemcpyFromHost", ["b"], ["b@fake:0"]),
+                   ("MemcpyFromHost", ["y"], ["y@fake:0"]),
+                   ("Add", ["b@fake:0", "y@fake:0"], ["c"]),
+                   ("MemcpyFromHost", ["w"], ["w@fake:0"]),
+                   ("Mul", ["c", "w@fake:0"], ["z"])]
+    assert [g.meta(n).provider.name for n in g.nodes if not n.op_type.startswith("Memcpy")] \
+        == [FAKE, CPU, FAKE, FAKE]
+    steps = [st.node.op_type for st in s._plan.steps]
+    assert steps == ["MemcpyFromHost", "Relu", "MemcpyToHost", "Sigmoid", "MemcpyFromHost",
+                     "MemcpyFromHost", "Add", "Mul"]
 
 
 def test_cpu_only_session_matches():

@@ -179,3 +179,17 @@ def test_rotary_embedding_float16():
     ins = [("x", _f(1, 3, 32, dt=np.float16)), ("p", np.array([2], np.int64)), ("c", cos),
            ("s", sin)]
     assert_close(*both("RotaryEmbedding", ins), rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.parametrize("window", [-1, 3])
+@pytest.mark.parametrize("softcap", [0.0, 2.0])
+@pytest.mark.parametrize("interleaved", [0, 1])
+@pytest.mark.parametrize("packed", [False, True])
+def test_gqa_decode_step(window, softcap, interleaved, packed):
+    """One new position per batch (the compiled step, contrib/gqa_decode.py): ragged past
+    lengths in a longer shared buffer, local window, softcap, rotary (partial), packed
+    QKV, a query group of 3 heads per KV head."""
+    ins = _gqa_inputs(b=3, s=1, n=6, nkv=2, h=32, past=[5, 9, 2], buf=11, rotary=8,
+                      packed=packed)
+    _check(ins, num_heads=6, kv_num_heads=2, do_rotary=1, rotary_interleaved=interleaved,
+           local_window_size=window, softcap=softcap)

@@ -21,7 +21,14 @@ from onnxrt.errors import (DeviceReset, EngineError, EPFail, Fail, InvalidArgume
                            InvalidProtobuf, ModelLoadCanceled, ModelLoaded,
                            ModelRequiresCompilation, NoModel, NoSuchFile, NotFound,
                            NotImplemented, RuntimeException)
-from onnxrt import OrtEpAssignedNode, OrtEpAssignedSubgraph
+from onnxrt import (OrtEpAssignedNode, OrtEpAssignedSubgraph, OrtExecutionProviderDevicePolicy,
+                    register_execution_provider_library, unregister_execution_provider_library)
+from onnxrt.framework.compatibility import (OrtCompiledModelCompatibility,
+                                            OrtDeviceEpIncompatibilityReason,
+                                            get_compatibility_info_from_model,
+                                            get_compatibility_info_from_model_bytes,
+                                            get_hardware_device_ep_incompatibility_details,
+                                            get_model_compatibility_for_ep_devices)
 from onnxrt.sparse import SparseBlockSparseView, SparseCooView, SparseCsrView
 
 __all__ = [
@@ -40,7 +47,11 @@ __all__ = [
     "EngineError", "EPFail", "Fail", "InvalidArgument", "InvalidGraph", "InvalidProtobuf",
     "ModelLoadCanceled", "ModelLoaded", "ModelRequiresCompilation", "NoModel", "NoSuchFile",
     "NotFound", "NotImplemented", "RuntimeException", "DeviceReset", "OrtEpAssignedNode",
-    "OrtEpAssignedSubgraph",
+    "OrtEpAssignedSubgraph", "OrtExecutionProviderDevicePolicy",
+    "register_execution_provider_library", "unregister_execution_provider_library",
+    "OrtCompiledModelCompatibility", "OrtDeviceEpIncompatibilityReason",
+    "get_compatibility_info_from_model", "get_compatibility_info_from_model_bytes",
+    "get_hardware_device_ep_incompatibility_details", "get_model_compatibility_for_ep_devices",
 ]
 
 

@@ -65,6 +65,11 @@ def cmd_inspect(args: argparse.Namespace) -> int:
             hist[(n.domain + "::" if n.domain else "") + n.op_type] += 1
     print(f"ops ({sum(hist.values())} nodes): " +
           ", ".join(f"{op} {k}" for op, k in hist.most_common()))
+    # the session's own graph: after the passes and partitioning (fused nodes, copies)
+    ran: collections.Counter[str] = collections.Counter(
+        (n.domain + "::" if n.domain else "") + n.op_type for n in sess._graph.nodes)
+    print(f"ops as the session runs them ({sum(ran.values())} nodes, main graph): " +
+          ", ".join(f"{op} {k}" for op, k in ran.most_common()))
     count, size = _params(original)
     print(f"parameters: {count:,} in initializers ({size / 2**20:.1f} MB)")
     print(f"session created in {created * 1e3:.0f} ms")

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 
 from onnxrt.errors import InvalidArgument
 from onnxrt.framework.device import CPU_DEVICE, Device
 from onnxrt.framework.kernel import KernelRegistry
 
 if TYPE_CHECKING:
+    from onnxrt.framework.devices import DeviceSupport, OrtHardwareDevice
     from onnxrt.framework.transfer import DataTransfer
-    from onnxrt.partition.capability import Capability
-    from onnxrt.partition.view import GraphView
+    from onnxrt.framework.capability import Capability
+    from onnxrt.framework.graph_view import GraphView
 
 __all__ = ["ExecutionProvider", "COMMON_OPTIONS"]
 
@@ -38,6 +39,14 @@ class ExecutionProvider:
     # extended fusions emit com.microsoft ops (FusedConv, Attention...) that only the CPU
     # provider runs, so a session with other providers stops at basic unless they opt in
     max_graph_optimization_level: ClassVar[int] = 1
+    # who made the provider (OrtEpDevice.ep_vendor; default: its top-level package), and the
+    # PCI vendor id of the hardware it is made for (0: any): onnxruntime's selection
+    # policies prefer a device of the vendor its provider is made for
+    ep_vendor: ClassVar[str] = ""
+    ep_vendor_id: ClassVar[int] = 0
+    # on objects made by device (add_provider_for_devices, a policy): why, and the devices
+    selected_by: str = ""
+    ep_devices: tuple[Any, ...] = ()
 
     def __init__(self, **options: Any) -> None:
         valid = {**COMMON_OPTIONS, **self.options}
@@ -76,14 +85,15 @@ class ExecutionProvider:
     # -- partitioning --------------------------------------------------------------------
     def get_capability(self, graph: GraphView) -> list[Capability]:
         """Claim nodes. The default claims every node this provider has a kernel for."""
-        from onnxrt.partition.capability import Capability
+        from onnxrt.framework.capability import Capability
 
-        reg = self.kernels
-        if reg is None:
+        lookup = getattr(graph, "kernel_lookup", None) or (
+            self.kernels.lookup if self.kernels is not None else None)
+        if lookup is None:
             return []
         claimed = []
         for node in graph:
-            kd = reg.lookup(node.domain, node.op_type, node.since_version)
+            kd = lookup(node.domain, node.op_type, node.since_version)
             if kd is None:
                 graph.decline(node, f"no kernel for {node.domain or 'ai.onnx'}::"
                                     f"{node.op_type}-{node.since_version}")
@@ -113,6 +123,36 @@ class ExecutionProvider:
         if self._transfer is None and not self.device.is_host:
             self._transfer = self.data_transfer()
         return self._transfer
+
+    # -- the hardware it runs on (get_ep_devices, selection policies) ---------------------
+    @classmethod
+    def supported_devices(cls, devices: Sequence[OrtHardwareDevice]) -> list[DeviceSupport]:
+        """The devices among ``devices`` (what onnxrt discovered here) this provider runs
+        on, each as a ``DeviceSupport`` with the options that aim it at that device. A
+        provider for hardware onnxrt does not discover may return devices it found itself.
+        Called only when the provider is available. Default: none (the provider is used by
+        name only)."""
+        return []
+
+    @classmethod
+    def options_for_devices(cls, supports: Sequence[DeviceSupport]) -> dict[str, str]:
+        """The options of one provider object chosen for several of its devices at once
+        (a policy or ``add_provider_for_devices`` may give it more than one). Default: one
+        device at a time."""
+        first = dict(supports[0].options)
+        if any(dict(s.options) != first for s in supports[1:]):
+            raise InvalidArgument(
+                f"{cls.name} runs on one device at a time; it was given "
+                + "; ".join(s.device.describe() for s in supports))
+        return first
+
+    @classmethod
+    def compiled_model_compatibility(cls, info: str, devices: Sequence[OrtHardwareDevice]
+                                     ) -> int:
+        """An OrtCompiledModelCompatibility for a compiled model's compatibility string on
+        these devices. Default: EP_NOT_APPLICABLE (0: the provider writes no compiled
+        blobs)."""
+        return 0
 
     # -- hooks and statistics ------------------------------------------------------------
     def on_run_start(self, run_options: Any) -> None:

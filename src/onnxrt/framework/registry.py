@@ -14,7 +14,7 @@ from onnxrt.framework.provider import ExecutionProvider
 
 __all__ = ["get_all_providers", "get_available_providers", "resolve_providers",
            "register_execution_provider", "provider_class", "transfer_to_device",
-           "ENTRY_POINT_GROUP"]
+           "session_providers", "available_provider_classes", "ENTRY_POINT_GROUP"]
 
 ENTRY_POINT_GROUP = "onnxrt.execution_providers"
 
@@ -42,6 +42,8 @@ ONNXRUNTIME_PROVIDERS = (
 
 _REGISTERED: dict[str, type[ExecutionProvider]] = {}
 _ENTRY_POINTS_LOADED = False
+# provider class -> the registration name of the EP library it came from
+_FROM_LIBRARY: dict[type[ExecutionProvider], str] = {}
 
 
 def register_execution_provider(cls: type[ExecutionProvider]) -> type[ExecutionProvider]:
@@ -76,6 +78,43 @@ def provider_class(name: str) -> type[ExecutionProvider] | None:
     cls = getattr(mod, attr)
     _REGISTERED[name] = cls
     return cls
+
+
+def has_implementation(name: str) -> bool:
+    """Whether a provider of that name is registered, built in or named by an entry point."""
+    _load_entry_points()
+    return name in _REGISTERED or name in _BUILTIN
+
+
+def add_library(library: str, classes: list[type[ExecutionProvider]]) -> None:
+    """Make an EP library's provider classes known (framework/libraries.py)."""
+    for cls in classes:
+        _REGISTERED[cls.name] = cls
+        _FROM_LIBRARY[cls] = library
+
+
+def remove_library(library: str, classes: list[type[ExecutionProvider]]) -> None:
+    for cls in classes:
+        if _REGISTERED.get(cls.name) is cls:
+            del _REGISTERED[cls.name]
+        _FROM_LIBRARY.pop(cls, None)
+
+
+def library_of(cls: type[ExecutionProvider]) -> str | None:
+    return _FROM_LIBRARY.get(cls)
+
+
+def available_provider_classes() -> list[type[ExecutionProvider]]:
+    """The classes of ``get_available_providers()``, in its order (CPU last)."""
+    out = []
+    for n in get_available_providers():
+        try:
+            cls = provider_class(n)
+        except Exception:
+            continue
+        if cls is not None:
+            out.append(cls)
+    return out
 
 
 def get_all_providers() -> list[str]:
@@ -118,7 +157,26 @@ def default_providers() -> list[Any]:
     return list(_DEFAULTS)
 
 
+def session_providers(options: Any, model: Any) -> list[Any]:
+    """What a session given no ``providers=`` runs on: its SessionOptions' providers in the
+    order added (``add_provider`` names, ``add_provider_for_devices`` entries), else what its
+    selection delegate or policy picks for ``model``, else nothing (the CPU provider)."""
+    if options._providers:
+        return list(options._providers)
+    if options._selection_delegate is None and options._selection_policy is None:
+        return []
+    from onnxrt.framework.selection import select
+
+    return list(select(options._selection_policy, options._selection_delegate, model))
+
+
 def _entry_name(p: Any) -> str:
+    from onnxrt.framework.selection import DevicesEntry
+
+    if isinstance(p, DevicesEntry):
+        # a policy's pick of the CPU provider is not a request for it: onnxruntime drops it
+        # when session.disable_cpu_ep_fallback is set
+        return p.ep_name if p.explicit else ""
     if isinstance(p, ExecutionProvider):
         return p.name
     if isinstance(p, type) and issubclass(p, ExecutionProvider):
@@ -168,6 +226,14 @@ def resolve_providers(providers: Sequence[Any] | None,
 
 
 def _make(p: Any, opts: dict[str, Any], policy: str) -> ExecutionProvider | None:
+    from onnxrt.framework.selection import DevicesEntry
+
+    if isinstance(p, DevicesEntry):  # chosen by device: the devices' options, then the user's
+        ep = _make(p.provider_class, {**p.provider_options(), **opts}, policy)
+        if ep is not None:
+            ep.selected_by = p.reason
+            ep.ep_devices = p.devices
+        return ep
     if isinstance(p, ExecutionProvider):
         # an object goes through the same availability check as a name
         why = p.instance_unavailable_reason()
@@ -188,7 +254,7 @@ def _make(p: Any, opts: dict[str, Any], policy: str) -> ExecutionProvider | None
             name = p
         else:
             raise InvalidArgument(f"provider entry {p!r} is not a name, a (name, options) "
-                                  f"tuple or an ExecutionProvider")
+                                  f"tuple, an ExecutionProvider or OrtEpDevices")
         if name not in get_all_providers():
             raise InvalidArgument(f"Unknown Provider Type: {name}. Known providers: "
                                   f"{', '.join(get_all_providers())}")

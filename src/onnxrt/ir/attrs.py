@@ -8,7 +8,10 @@ import numpy as np
 import onnx
 from onnx import AttributeProto, numpy_helper
 
-__all__ = ["attribute_value", "tensor_to_array", "sparse_to_dense", "schema_defaults"]
+from onnxrt.errors import InvalidGraph
+
+__all__ = ["attribute_value", "tensor_to_array", "sparse_to_dense", "schema_defaults",
+           "constant_node_value"]
 
 
 def tensor_to_array(t: onnx.TensorProto) -> np.ndarray:
@@ -98,3 +101,26 @@ def schema_defaults(schema: onnx.defs.OpSchema | None) -> dict[str, Any]:
         if d is not None and d.name:
             out[name] = attribute_value(d)
     return out
+
+
+def constant_node_value(node: onnx.NodeProto) -> Any:
+    """The value a Constant node holds, whichever attribute holds it."""
+    for a in node.attribute:
+        v = attribute_value(a)
+        if a.name == "value" or a.name == "sparse_value":
+            return v
+        if a.name == "value_float":
+            return np.array(v, dtype=np.float32)
+        if a.name == "value_floats":
+            return np.array(v, dtype=np.float32)
+        if a.name == "value_int":
+            return np.array(v, dtype=np.int64)
+        if a.name == "value_ints":
+            return np.array(v, dtype=np.int64)
+        if a.name == "value_string":
+            return np.array(v, dtype=object)
+        if a.name == "value_strings":
+            out = np.empty(len(v), dtype=object)
+            out[:] = v
+            return out
+    raise InvalidGraph(f"Constant node {node.name!r} has no value attribute")

@@ -9,21 +9,23 @@ the host. Every refusal is recorded with its reason for the placement report.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import onnx
-from onnx import AttributeProto
 
 from onnxrt.errors import EPFail
 from onnxrt.framework.kernel import KernelDef
 from onnxrt.framework.provider import ExecutionProvider
 from onnxrt.ir.attrs import tensor_to_array
 from onnxrt.ir.schemas import get_schema
-from onnxrt.partition.capability import Capability
-from onnxrt.partition.view import GraphView, NodeView, ValueInfo
+from onnxrt.framework.capability import Capability
+from onnxrt.framework.graph_view import GraphView, NodeView, ValueInfos
+from onnxrt.ir.graph import Graph, SubGraph, const_type
+from onnxrt.ir.walk import has_subgraphs, iter_subgraph_attrs, node_reads, subgraph_path
+from onnxrt.partition.copies import CopyRecord, insert_copies
+from onnxrt.partition.fused_nodes import fuse_group
 
-__all__ = ["Partition", "Placement", "FusedGroup", "partition_model", "subgraph_path",
-           "KernelAssigner", "Assignment"]
+__all__ = ["Partition", "Placement", "FusedGroup", "partition_model"]
 
 # ops that compute shapes and indices: kept on the host when they only feed host inputs
 # (Shape and Size are not among them: on the host they would copy a whole device tensor
@@ -35,21 +37,6 @@ SHAPE_OPS = frozenset({
     "Neg", "Abs", "Floor", "Ceil", "Sqrt", "Less", "Greater", "Not", "And", "Or", "Mod",
     "NonZero", "Transpose", "Tile", "Constant", "Flatten", "Split", "ScatterND",
 })
-
-
-def subgraph_path(parent: str, index: int, attr: str, k: int | None = None) -> str:
-    """The path of a nested graph: parent path, the node's index, the attribute."""
-    return f"{parent}/{index}.{attr}" + (f"[{k}]" if k is not None else "")
-
-
-def iter_subgraphs(node: onnx.NodeProto, parent: str,
-                   index: int) -> Iterator[tuple[str, onnx.GraphProto]]:
-    for a in node.attribute:
-        if a.type == AttributeProto.GRAPH:
-            yield subgraph_path(parent, index, a.name), a.g
-        elif a.type == AttributeProto.GRAPHS:
-            for k, g in enumerate(a.graphs):
-                yield subgraph_path(parent, index, a.name, k), g
 
 
 @dataclass(eq=False)
@@ -81,12 +68,7 @@ class Partition:
     declines: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
     host_preferred: set[int] = field(default_factory=set)
     types: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    def lookup(self, path: str, index: int) -> tuple[NodeView | None, Placement | None]:
-        nid = self.index.get((path, index))
-        if nid is None:
-            return None, None
-        return self.nodes[nid], self.placement.get(nid)
+    copies: list[CopyRecord] = field(default_factory=list)
 
     def decline(self, node: NodeView, provider: str, reason: str) -> None:
         lst = self.declines.setdefault(node.id, [])
@@ -98,96 +80,70 @@ class Partition:
         return [ep.name for ep in self.providers if ep.name in used]
 
 
-def _value_infos(model: onnx.ModelProto, want_inference: bool) -> dict[str, dict[str, Any]]:
-    """Types by value name for every graph path, from the model and (when asked) shape
-    inference. Inference failing is not an error: the declared types remain."""
-    src = model
-    if want_inference:
-        try:
-            src = onnx.shape_inference.infer_shapes(model, data_prop=True)
-        except Exception:
-            src = model
-    out: dict[str, dict[str, Any]] = {}
+def _graphs(graph: Graph) -> dict[str, Graph | SubGraph]:
+    """Every graph of the model by path ("main", then nested graphs depth first)."""
+    out: dict[str, Graph | SubGraph] = {}
 
-    def walk(g: onnx.GraphProto, path: str) -> None:
-        types: dict[str, Any] = {}
-        for vi in list(g.input) + list(g.value_info) + list(g.output):
-            if vi.HasField("type"):
-                types[vi.name] = vi.type
-        for t in g.initializer:
-            types.setdefault(t.name, onnx.helper.make_tensor_type_proto(t.data_type,
-                                                                        list(t.dims)))
-        out[path] = types
-        for i, n in enumerate(g.node):
-            for sub_path, sg in iter_subgraphs(n, path, i):
-                walk(sg, sub_path)
+    def walk(g: Graph | SubGraph, path: str) -> None:
+        out[path] = g
+        for i, n in enumerate(list(g.nodes)):
+            for a_name, k, proto in iter_subgraph_attrs(n):
+                sub_path = subgraph_path(path, i, a_name, k)
+                walk(graph.subgraph(n, a_name, k, proto, sub_path), sub_path)
 
-    walk(src.graph, "main")
+    walk(graph, "main")
     return out
 
 
-def partition_model(model: onnx.ModelProto, providers: Sequence[ExecutionProvider],
-                    opsets: dict[str, int], *, disable_cpu_fallback: bool = False,
-                    cpu_requested: bool = True) -> Partition:
+def _types(g: Graph | SubGraph) -> dict[str, Any]:
+    """Types by value name: the graph's own (declared, and inferred once at load) and its
+    constants'."""
+    types = dict(g.types)
+    for name, v in g.constant_values().items():
+        if name not in types:
+            types[name] = const_type(v)
+    return types
+
+
+def partition_model(graph: Graph, providers: Sequence[ExecutionProvider],
+                    opsets: dict[str, int],
+                    host_kernels: Callable[[str, str, int], KernelDef | None], *,
+                    disable_cpu_fallback: bool = False, cpu_requested: bool = True
+                    ) -> Partition:
+    """Claims of ``providers`` in priority order on every graph of ``graph``, written into
+    it: each node annotated with its provider and kernel, each compile-based group replaced
+    by one fused node (compiled here), a copy node wherever a value crosses devices.
+    ``host_kernels(domain, op_type, since_version)``: the kernel that would run a node on
+    the host (its ``host_inputs`` keep shape computations there)."""
     part = Partition(list(providers))
     any_device = any(not ep.device.is_host for ep in providers)
-    needs_types = any(ep.name != "CPUExecutionProvider" for ep in providers)
-    types = _value_infos(model, needs_types)
+    graphs = _graphs(graph)
+    types = {path: _types(g) for path, g in graphs.items()}
     part.types = types
-    cpu = next((ep for ep in providers if ep.name == "CPUExecutionProvider"), None)
     next_id = [0]
-
-    def build(g: onnx.GraphProto, path: str, opsets: dict[str, int]) -> None:
-        tmap = types.get(path, {})
+    norm = {("" if k == "ai.onnx" else k): v for k, v in opsets.items()}
+    for path, g in graphs.items():
+        infos = ValueInfos(types[path])    # a value is read and written: built once
         ids = []
-        infos: dict[str, ValueInfo] = {}    # a value is read and written: built once
-
-        def info(x: str) -> ValueInfo:
-            v = infos.get(x)
-            if v is None:
-                v = infos[x] = ValueInfo.from_type(x, tmap.get(x))
-            return v
-
-        for i, n in enumerate(g.node):
+        for i, n in enumerate(g.nodes):
             dom = "" if n.domain == "ai.onnx" else n.domain
-            opset = opsets.get(dom, 1)
+            opset = norm.get(dom, 1)
             schema = get_schema(n.op_type, opset, dom)
             since = schema.since_version if schema is not None else opset
-            host = frozenset()
-            if cpu is not None and cpu.kernels is not None:
-                kd = cpu.kernels.lookup(dom, n.op_type, since)
-                if kd is not None:
-                    host = kd.host_inputs
+            kd = host_kernels(dom, n.op_type, since)
+            host = kd.host_inputs if kd is not None else frozenset()
             view = NodeView(
                 id=next_id[0], name=n.name, op_type=n.op_type, domain=dom,
                 inputs=tuple(n.input), outputs=tuple(n.output), opset=opset,
-                since_version=since, graph=path, proto=n,
-                input_info=tuple(info(x) for x in n.input),
-                output_info=tuple(info(x) for x in n.output),
-                host_inputs=host)
+                since_version=since, graph=path, proto=n, host_inputs=host, values=infos,
+                read_names=tuple(node_reads(n)) if has_subgraphs(n) else tuple(n.input))
             next_id[0] += 1
             part.nodes[view.id] = view
             part.index[(path, i)] = view.id
             ids.append(view.id)
         part.graphs[path] = ids
-        for i, n in enumerate(g.node):
-            for sub_path, sg in iter_subgraphs(n, path, i):
-                build(sg, sub_path, opsets)
-
-    build(model.graph, "main", {("" if k == "ai.onnx" else k): v for k, v in opsets.items()})
-
-    graphs = {"main": model.graph}
-
-    def collect(g: onnx.GraphProto, path: str) -> None:
-        for i, n in enumerate(g.node):
-            for sub_path, sg in iter_subgraphs(n, path, i):
-                graphs[sub_path] = sg
-                collect(sg, sub_path)
-
-    collect(model.graph, "main")
-    norm = {("" if k == "ai.onnx" else k): v for k, v in opsets.items()}
     for path, g in graphs.items():
-        _partition_graph(part, path, g, types.get(path, {}), any_device, norm)
+        _partition_graph(part, path, g, types[path], any_device, norm)
     if disable_cpu_fallback and not cpu_requested:
         on_cpu = [part.nodes[i] for i, p in part.placement.items()
                   if p.provider.name == "CPUExecutionProvider"]
@@ -197,17 +153,26 @@ def partition_model(model: onnx.ModelProto, providers: Sequence[ExecutionProvide
             raise EPFail(
                 f"session.disable_cpu_ep_fallback is set and {len(on_cpu)} node(s) would run "
                 f"on CPUExecutionProvider: {listed}{more}")
+    for nid, pl in part.placement.items():
+        if pl.group is None:
+            graph.annotate(part.nodes[nid].proto, provider=pl.provider, kernel=pl.kernel)
+    for grp in part.groups:
+        fuse_group(graph, graphs[grp.graph], grp, [part.nodes[i].proto for i in grp.node_ids],
+                   types[grp.graph], norm)
+    if any_device:
+        for path, g in graphs.items():
+            part.copies += insert_copies(graph, g, providers, is_main=path == "main")
     return part
 
 
-def _partition_graph(part: Partition, path: str, g: onnx.GraphProto, tmap: dict[str, Any],
+def _partition_graph(part: Partition, path: str, g: Graph | SubGraph, tmap: dict[str, Any],
                      any_device: bool, opsets: dict[str, int]) -> None:
     ids = part.graphs[path]
     all_views = [part.nodes[i] for i in ids]
-    inits = {t.name: t for t in g.initializer}
-    host_pref = _host_preferred(all_views, [o.name for o in g.output]) if any_device else set()
+    inits, g_in, g_out = g.constant_values(), g.inputs, g.outputs
+    host_pref = _host_preferred(all_views, [o.name for o in g_out]) if any_device else set()
     part.host_preferred |= host_pref
-    value_info = {k: ValueInfo.from_type(k, v) for k, v in tmap.items()}
+    value_info = all_views[0].values if all_views else ValueInfos(tmap)
     unclaimed = list(ids)
     for ep in part.providers:
         if not unclaimed:
@@ -222,9 +187,10 @@ def _partition_graph(part: Partition, path: str, g: onnx.GraphProto, tmap: dict[
         if not offered:
             continue
         view = GraphView(path, [part.nodes[i] for i in offered], all_views,
-                         [vi.name for vi in g.input], [vi.name for vi in g.output],
+                         [vi.name for vi in g_in], [vi.name for vi in g_out],
                          _LazyConstants(inits), value_info,
-                         opsets, provider=ep.name, decline=part.decline)
+                         opsets, provider=ep.name, decline=part.decline,
+                         kernel_lookup=ep.kernels.lookup if ep.kernels is not None else None)
         try:
             caps = ep.get_capability(view) or []
         except Exception as e:
@@ -240,7 +206,7 @@ def _partition_graph(part: Partition, path: str, g: onnx.GraphProto, tmap: dict[
 class _LazyConstants(dict):
     """Initializers converted to arrays only when a provider looks at them."""
 
-    def __init__(self, protos: dict[str, onnx.TensorProto]) -> None:
+    def __init__(self, protos: dict[str, Any]) -> None:
         super().__init__()
         self._protos = protos
 
@@ -249,7 +215,9 @@ class _LazyConstants(dict):
 
     def __getitem__(self, key: str) -> Any:
         if not super().__contains__(key):
-            super().__setitem__(key, tensor_to_array(self._protos[key]))
+            v = self._protos[key]
+            super().__setitem__(key, tensor_to_array(v) if isinstance(v, onnx.TensorProto)
+                                else v)
         return super().__getitem__(key)
 
 
@@ -285,7 +253,7 @@ def _apply_claims(part: Partition, ep: ExecutionProvider, caps: list[Capability]
                 n = part.nodes[nid]
                 kd = ep.kernels.lookup(n.domain, n.op_type, n.since_version) \
                     if ep.kernels is not None else None
-                if kd is None and not (ep.name == "CPUExecutionProvider"):
+                if kd is None:
                     raise EPFail(f"{ep.name} claimed node {n.name!r} ({n.op_type}-"
                                  f"{n.since_version}) without fusing it, but has no kernel "
                                  f"for it")
@@ -339,42 +307,3 @@ def _host_preferred(views: list[NodeView], graph_outputs: list[str]) -> set[int]
         if uses and all(k in c.host_inputs or c.id in pref for c, k in uses):
             pref.add(n.id)
     return pref
-
-
-# -- kept for function bodies planned after partitioning -------------------------------------
-
-@dataclass(frozen=True)
-class Assignment:
-    provider: ExecutionProvider
-    kernel: KernelDef
-
-
-class KernelAssigner:
-    """First provider, in priority order, with a kernel: used for nodes created after
-    partitioning (function bodies), which run on host providers."""
-
-    def __init__(self, providers: Sequence[ExecutionProvider]) -> None:
-        self.providers = [ep for ep in providers if ep.device.is_host]
-
-    def assign(self, node: onnx.NodeProto, domain: str, since_version: int) -> Assignment | None:
-        for ep in self.providers:
-            reg = ep.kernels
-            if reg is None:
-                continue
-            kd = reg.lookup(domain, node.op_type, since_version)
-            if kd is not None:
-                return Assignment(ep, kd)
-        return None
-
-    def versions_known(self, domain: str, op_type: str) -> list[str]:
-        out = []
-        for ep in self.providers:
-            if ep.kernels is not None:
-                out.extend(f"{kd.describe()} on {ep.name}"
-                           for kd in ep.kernels.versions(domain, op_type))
-        return out
-
-    def names(self) -> str:
-        return ", ".join(ep.name for ep in self.providers)
-
-

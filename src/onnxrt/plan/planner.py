@@ -1,15 +1,17 @@
-"""Turn a graph and its node assignments into a frozen GraphPlan.
+"""Turn the annotated graph into a frozen GraphPlan: slots, steps and frees.
 
-Everything that can be done once per session happens here: attributes parsed and defaults
-filled, kernels looked up and prepared, constants placed into slots, subgraphs and function
-bodies planned, and the last use of every value computed so it is freed right after.
+The graph arrives rewritten by the passes (constants folded there) and annotated by
+partitioning (each node's provider and kernel, fused nodes with their compiled callables,
+copy nodes); the planner adds nothing to it. Everything that can be done once per session
+happens here: attributes parsed and defaults filled, kernels prepared, constants (and their
+device copies) placed into slots, subgraphs and function bodies planned, and the last use of
+every value computed so it is freed right after.
 """
 
 from __future__ import annotations
 
 import functools
 import threading
-from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -17,16 +19,15 @@ import onnx
 from onnx import AttributeProto
 
 from onnxrt import validate
-from onnxrt.errors import EPFail as EPFailErr
 from onnxrt.errors import InvalidGraph, NotImplemented as NotImplementedErr
-from onnxrt.execute.executor import RunContext, execute_plan
-from onnxrt.framework.kernel import KernelDef, NodeInfo
 from onnxrt.framework.device import CPU_DEVICE, Device
-from onnxrt.ir.attrs import attribute_value, sparse_to_dense, tensor_to_array
-from onnxrt.ir.dtypes import np_dtype
+from onnxrt.framework.fused import FusedCall
+from onnxrt.framework.kernel import NodeInfo
+from onnxrt.framework.kernel_lookup import KernelLookup, bind_kernel, node_attributes
+from onnxrt.ir.attrs import constant_node_value, sparse_to_dense, tensor_to_array
+from onnxrt.ir.graph import Graph, SubGraph, const_type
 from onnxrt.ir.schemas import function_body, get_schema, has_context_dependent_body, known_op
-from onnxrt.partition.partitioner import KernelAssigner, Partition, Placement, subgraph_path
-from onnxrt.partition.view import graph_free_names, node_reads
+from onnxrt.ir.walk import graph_free_names, iter_subgraph_attrs, topo_order
 from onnxrt.plan.inplace import concat_in_place
 from onnxrt.plan.plan import (MODE_CTX, MODE_MULTI, MODE_POOL, MODE_SINGLE, NONE_SLOT,
                               SINK_SLOT, GraphPlan, Step, SubgraphRunner)
@@ -34,99 +35,6 @@ from onnxrt.plan.plan import (MODE_CTX, MODE_MULTI, MODE_POOL, MODE_SINGLE, NONE
 __all__ = ["Planner", "graph_free_names"]
 
 FUNCTION_PROVIDER = "CPUExecutionProvider"  # runs function bodies' call steps
-HOST_PROVIDER = "CPUExecutionProvider"      # constant folding uses host kernels only
-
-
-_node_reads = node_reads
-
-
-class _Unit:
-    """One node of a graph, in the order the planner will run it."""
-
-    __slots__ = ("index", "node", "reads", "outputs")
-
-    def __init__(self, index: int, node: onnx.NodeProto) -> None:
-        self.index = index
-        self.node = node
-        self.reads = _node_reads(node)
-        self.outputs = [o for o in node.output if o]
-
-
-class _FusedUnit:
-    """The nodes of one fused group, run as one step."""
-
-    __slots__ = ("group", "members", "reads", "outputs", "index")
-
-    def __init__(self, group: Any, members: list[_Unit]) -> None:
-        self.group = group
-        self.members = members
-        self.index = members[0].index
-        produced = {o for m in members for o in m.outputs}
-        self.reads = list(dict.fromkeys(r for m in members for r in m.reads
-                                        if r and r not in produced))
-        self.outputs = [o for m in members for o in m.outputs]
-
-
-def _topo_sort(units: list[Any], available: set[str], graph_name: str) -> list[Any]:
-    """Units in an order where every value is produced before it is read (stable)."""
-    produced_by: dict[str, int] = {}
-    for i, u in enumerate(units):
-        for o in u.outputs:
-            produced_by[o] = i
-    seen = set(available)
-    ok = True
-    for u in units:
-        if any(x and x not in seen and x in produced_by for x in u.reads):
-            ok = False
-            break
-        seen.update(u.outputs)
-    if ok:
-        return units
-    deps = [sorted({produced_by[x] for x in u.reads
-                    if x and x in produced_by and x not in available and produced_by[x] != i})
-            for i, u in enumerate(units)]
-    indeg = [len(d) for d in deps]
-    users: dict[int, list[int]] = {}
-    for i, d in enumerate(deps):
-        for j in d:
-            users.setdefault(j, []).append(i)
-    import heapq
-    ready = [i for i, k in enumerate(indeg) if k == 0]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        i = heapq.heappop(ready)
-        order.append(i)
-        for u in users.get(i, ()):
-            indeg[u] -= 1
-            if indeg[u] == 0:
-                heapq.heappush(ready, u)
-    if len(order) != len(units):
-        stuck = []
-        for i in range(len(units)):
-            if indeg[i] > 0:
-                u = units[i]
-                n = u.node if isinstance(u, _Unit) else u.members[0].node
-                stuck.append(n.name or n.op_type)
-        raise InvalidGraph(f"graph {graph_name!r} has a cycle through nodes {stuck[:10]}")
-    return [units[i] for i in order]
-
-
-@dataclass(frozen=True)
-class CopyRecord:
-    """A device copy the plan makes: which value, from where to where, for whom."""
-
-    value: str
-    src: str
-    dst: str
-    consumer: str
-    graph: str
-
-
-def step_kernel_host_inputs(placement: Any) -> frozenset[int]:
-    if placement is None or placement.kernel is None:
-        return frozenset()
-    return placement.kernel.host_inputs
 
 
 def _with_frees(steps: list[Step], output_slots: Iterable[int], input_slots: Iterable[int],
@@ -150,26 +58,20 @@ def _with_frees(steps: list[Step], output_slots: Iterable[int], input_slots: Ite
             for st, f in zip(steps, frees)]
 
 
-def _constant_value(node: onnx.NodeProto) -> Any:
-    for a in node.attribute:
-        v = attribute_value(a)
-        if a.name == "value" or a.name == "sparse_value":
-            return v
-        if a.name == "value_float":
-            return np.array(v, dtype=np.float32)
-        if a.name == "value_floats":
-            return np.array(v, dtype=np.float32)
-        if a.name == "value_int":
-            return np.array(v, dtype=np.int64)
-        if a.name == "value_ints":
-            return np.array(v, dtype=np.int64)
-        if a.name == "value_string":
-            return np.array(v, dtype=object)
-        if a.name == "value_strings":
-            out = np.empty(len(v), dtype=object)
-            out[:] = v
-            return out
-    raise InvalidGraph(f"Constant node {node.name!r} has no value attribute")
+def _graph_parts(graph: Graph | SubGraph | onnx.GraphProto) -> tuple[Any, ...]:
+    """(nodes, constants by name, sparse initializers, inputs, outputs, types) of the
+    session's graph, a nested graph, or a function body (a GraphProto)."""
+    if isinstance(graph, (Graph, SubGraph)):
+        consts = graph.constant_values()
+        types = dict(graph.types)
+        for name, v in consts.items():
+            if name not in types:
+                types[name] = const_type(v)
+        return (graph.nodes, consts, graph.sparse_initializers, graph.inputs, graph.outputs,
+                types)
+    return (list(graph.node), {t.name: t for t in graph.initializer},
+            list(graph.sparse_initializer), list(graph.input), list(graph.output),
+            _type_map(graph))
 
 
 def _type_map(graph: onnx.GraphProto) -> dict[str, onnx.TypeProto]:
@@ -198,79 +100,30 @@ def _known_shapes(in_types: tuple[Any, ...], const_in: dict[int, Any], names: An
     return validate.Shapes(dims, [i for i, n in enumerate(names) if not n])
 
 
-def _plain_arrays(info: NodeInfo, kinds: str) -> bool:
-    """Every input of the node is known to be a tensor of rank >= 1 whose element type maps
-    to a NumPy dtype of one of ``kinds`` (what a kernel's ``direct`` ufunc needs)."""
-    if not info.input_types or len(info.input_types) != len(info.inputs):
-        return False
-    for t in info.input_types:
-        if t is None or not t.HasField("tensor_type"):
-            return False
-        tt = t.tensor_type
-        if not tt.elem_type or not tt.HasField("shape") or len(tt.shape.dim) == 0:
-            return False
-        k = _kind(tt.elem_type)
-        if not k or k not in kinds:
-            return False
-    return True
-
-
-@functools.lru_cache(maxsize=None)
-def _kind(elem_type: int) -> str:
-    """The NumPy kind of an element type, "" without a NumPy dtype (one lookup per type,
-    not one per node input)."""
-    try:
-        return np.dtype(np_dtype(elem_type)).kind
-    except Exception:
-        return ""
-
-
 class Planner:
     """Plans a model's graphs. One Planner per session."""
 
     def __init__(self, opsets: dict[str, int], functions: dict[tuple[str, str], onnx.FunctionProto],
-                 assigner: KernelAssigner, *, partition: Partition | None = None,
-                 fold_constants: bool = True, ir_version: int = 8,
+                 lookup: KernelLookup, *, execute: Callable[..., list[Any]],
+                 graph: Graph | None = None, providers: Any = None,
+                 ir_version: int = 8,
                  reuse_memory: bool = True) -> None:
         self.opsets = {("" if k == "ai.onnx" else k): v for k, v in opsets.items()}
         self.functions = functions
-        self.assigner = assigner
-        self.partition = partition
-        self.fold_constants = fold_constants
+        self.lookup = lookup
+        # runs a planned subgraph or function body (the executor's, given by the session:
+        # the planner does not import the execution stage)
+        self.execute = execute
+        # the session's graph: the annotations partitioning wrote (a bare graph without)
+        self.graph = graph if graph is not None else Graph(onnx.ModelProto())
         self.reuse_memory = reuse_memory      # Concat inputs written in place (inplace.py)
         # before IR 4 every initializer was also listed as a graph input, and such inputs are
         # constants, not overridable (onnxruntime treats them the same way)
         self.initializer_inputs_are_constant = ir_version < 4
-        self.folded: list[str] = []
-        self.copies: list[CopyRecord] = []
-        self.fused: list[Any] = []
-        providers = partition.providers if partition is not None else assigner.providers
+        providers = providers if providers is not None else lookup.providers
         self._device_provider = {}
         for ep in providers:
             self._device_provider.setdefault(ep.device, ep)
-
-    def _units(self, graph: onnx.GraphProto, path: str | None) -> list[Any]:
-        units: list[Any] = [_Unit(i, n) for i, n in enumerate(graph.node)]
-        part = self.partition
-        if part is None or path is None:
-            return units
-        groups: dict[int, list[_Unit]] = {}
-        out: list[Any] = []
-        for u in units:
-            _, pl = part.lookup(path, u.index)
-            if pl is not None and pl.group is not None:
-                members = groups.setdefault(pl.group.id, [])
-                if not members:
-                    out.append(pl.group)  # placeholder, replaced below
-                members.append(u)
-            else:
-                out.append(u)
-        return [(_FusedUnit(x, groups[x.id]) if not isinstance(x, _Unit) else x) for x in out]
-
-    def _placement(self, path: str | None, index: int) -> Placement | None:
-        if self.partition is None or path is None:
-            return None
-        return self.partition.lookup(path, index)[1]
 
     def _copy_fn(self, src: Device, dst: Device) -> Callable[[Any], Any]:
         if dst.is_host:
@@ -286,19 +139,20 @@ class Planner:
         return functools.partial(t.to_device, device=dst)
 
     # -- graphs ---------------------------------------------------------------------------
-    def plan_graph(self, graph: onnx.GraphProto, outer_scope: frozenset[str] = frozenset(),
+    def plan_graph(self, graph: Graph | SubGraph | onnx.GraphProto,
+                   outer_scope: frozenset[str] = frozenset(),
                    opsets: dict[str, int] | None = None, *, is_main: bool = False,
-                   path: str | None = None,
                    outer_constants: dict[str, Any] | None = None) -> GraphPlan:
-        """Plan one graph. ``path`` names it in the partition ("main", or a nested graph's
-        path); graphs without a path (function bodies) run on host providers.
+        """Plan one graph: the session's graph, a nested graph of it (annotated by
+        partitioning) or a function body (a GraphProto, run on host providers).
         ``outer_constants``: values of enclosing scopes known at session creation (their
         initializers and folded nodes): a nested graph holds them as its own constants, so
-        its nodes fold and its kernels pre-pack weights read from the outer graph (an
-        exported LSTM inside an If reads the main graph's weights) instead of receiving
-        them as implicit inputs on every call."""
+        its kernels pre-pack weights read from the outer graph (an exported LSTM inside an
+        If reads the main graph's weights) instead of receiving them as implicit inputs on
+        every call."""
         opsets = self.opsets if opsets is None else opsets
         outer_constants = outer_constants or {}
+        root = self.graph
         slots: dict[str, int] = {}
         initial: list[Any] = [None, None]
         slot_names = ["<none>", "<sink>"]
@@ -310,14 +164,16 @@ class Planner:
             slot_names.append(name)
             return slots[name]
 
+        g_nodes, g_consts, g_sparse, g_inputs, g_outputs, types = _graph_parts(graph)
+        name = getattr(graph, "name", "")
         constants: dict[str, Any] = {}
         init_names = set()
-        for t in graph.initializer:
-            init_names.add(t.name)
-            v = tensor_to_array(t)
-            new_slot(t.name, v)
-            constants[t.name] = v
-        for sp in graph.sparse_initializer:
+        for cname, t in g_consts.items():
+            init_names.add(cname)
+            v = tensor_to_array(t) if isinstance(t, onnx.TensorProto) else t
+            new_slot(cname, v)
+            constants[cname] = v
+        for sp in g_sparse:
             v = sparse_to_dense(sp)
             init_names.add(sp.values.name)
             new_slot(sp.values.name, v)
@@ -325,7 +181,7 @@ class Planner:
         input_names = []
         input_slots = []
         input_types = []
-        for vi in graph.input:
+        for vi in g_inputs:
             if vi.name in slots:  # an overridable initializer: a default the caller may replace
                 if self.initializer_inputs_are_constant:
                     continue
@@ -339,150 +195,107 @@ class Planner:
             input_slots.append(new_slot(vi.name))
             input_types.append(vi.type if vi.HasField("type") else None)
 
-        types = _type_map(graph)
-        if self.partition is not None and path is not None:
-            # shape inference's types where the graph declares none (compiled groups need them)
-            types = {**self.partition.types.get(path, {}), **types}
         outer_names: list[str] = []
         outer_slots: list[int] = []
         steps: list[Step] = []
-        available = set(slots) | set(outer_scope)
-        units = self._units(graph, path)
-        units = _topo_sort(units, available, graph.name)
-        copies: dict[tuple[int, Device], int] = {}
 
-        def slot_of(name: str, who: str) -> int:
-            if not name:
+        def slot_of(x: str, who: str) -> int:
+            if not x:
                 return NONE_SLOT
-            s = slots.get(name)
+            s = slots.get(x)
             if s is not None:
                 return s
-            if name in outer_scope and name in outer_constants:
-                v = outer_constants[name]
-                constants[name] = v
-                return new_slot(name, v)
-            if name in outer_scope:
-                s = new_slot(name)
-                outer_names.append(name)
+            if x in outer_scope and x in outer_constants:
+                v = outer_constants[x]
+                constants[x] = v
+                return new_slot(x, v)
+            if x in outer_scope:
+                s = new_slot(x)
+                outer_names.append(x)
                 outer_slots.append(s)
                 return s
             raise InvalidGraph(
-                f"{who} reads {name!r}, which no node, graph input or initializer of graph "
-                f"{graph.name!r} produces")
+                f"{who} reads {x!r}, which no node, graph input or initializer of graph "
+                f"{name!r} produces")
 
-        def on_device(slot: int, dev: Device, consumer: str) -> int:
-            """The slot holding ``slot``'s value on ``dev``, adding a copy if needed."""
-            src = slot_device.get(slot, CPU_DEVICE)
-            if src is dev or slot in (NONE_SLOT, SINK_SLOT) or src == dev:
-                return slot
-            key = (slot, dev)
-            if key in copies:
-                return copies[key]
-            name = slot_names[slot]
-            if not dev.is_host and not src.is_host:  # device to device goes through the host
-                slot = on_device(slot, CPU_DEVICE, consumer)
-                src = CPU_DEVICE
-            fn = self._copy_fn(src, dev)
-            dst = new_slot(f"{name}@{dev}")
-            del slots[f"{name}@{dev}"]
-            slot_device[dst] = dev
-            copies[key] = dst
-            self.copies.append(CopyRecord(name, str(src), str(dev), consumer, graph.name))
-            if name in constants and src.is_host:  # constants are copied once, here
-                initial[dst] = fn(initial[slot])
-                return dst
-            info = NodeInfo(name=f"copy:{name}->{dev}", op_type="MemcpyToHost" if dev.is_host
-                            else "MemcpyFromHost", domain="", since_version=1, opset=1,
-                            inputs=(name,), outputs=(f"{name}@{dev}",))
-            steps.append(Step(fn, (slot,), (dst,), MODE_SINGLE, (), info, "copy"))
-            return dst
-
-        for unit in units:
-            if isinstance(unit, _FusedUnit):
-                self._plan_fused(unit, graph, slots, constants, types, opsets, steps, new_slot,
-                                 slot_of, on_device, slot_device, outer_scope, is_main)
+        for node in topo_order(g_nodes, name):
+            meta = root.meta(node)
+            who = f"node {node.name!r} ({node.op_type})"
+            if meta is not None and meta.device is not None:      # a copy node
+                src = slot_of(node.input[0], who)
+                fn = self._copy_fn(meta.source, meta.device)
+                dst = new_slot(node.output[0])
+                slot_device[dst] = meta.device
+                x = node.input[0]
+                if x in constants and meta.source.is_host:   # constants: copied once, here
+                    initial[dst] = fn(initial[src])
+                    constants[node.output[0]] = initial[dst]
+                    continue
+                info = NodeInfo(name=node.name, op_type=node.op_type, domain="",
+                                since_version=1, opset=1, inputs=(x,),
+                                outputs=(node.output[0],))
+                steps.append(Step(fn, (src,), (dst,), MODE_SINGLE, (), info, "copy"))
                 continue
-            node = unit.node
+            if meta is not None and meta.fused is not None:       # a fused node
+                steps.append(self._fused_step(node, meta, slot_of, new_slot, slots,
+                                              slot_device, outer_scope, name))
+                continue
             if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
-                v = _constant_value(node)
+                v = constant_node_value(node)
                 new_slot(node.output[0], v)
                 constants[node.output[0]] = v
                 continue
-            who = f"node {node.name!r} ({node.op_type})"
-            ins = [slot_of(n, who) for n in node.input]
+            ins = [slot_of(x, who) for x in node.input]
             # subgraphs see everything defined so far plus our own outer scope (the set is
             # built only for nodes that hold subgraphs: per node it made planning quadratic)
             subgraphs: dict[str, Any] = {}
             implicit: list[str] = []
             if any(a.type in _GRAPH_ATTRS for a in node.attribute):
                 subgraphs, implicit = self._plan_subgraphs(
-                    node, frozenset(slots) | outer_scope, opsets, path, unit.index,
-                    {**outer_constants, **constants})
-            implicit_slots = [slot_of(n, who) for n in implicit]
+                    node, frozenset(slots) | outer_scope, opsets,
+                    {**outer_constants, **constants}, name)
+            moved = meta.implicit if meta is not None else {}
+            implicit_slots = [slot_of(moved.get(x, x), who) for x in implicit]
             outs = []
             for o in node.output:
                 if not o:
                     outs.append(SINK_SLOT)
                     continue
                 if o in slots and o not in outer_scope:
-                    raise InvalidGraph(f"value {o!r} is produced twice in graph {graph.name!r} "
+                    raise InvalidGraph(f"value {o!r} is produced twice in graph {name!r} "
                                        f"(again by node {node.name!r}, {node.op_type})")
                 outs.append(new_slot(o))
-            const_in = {i: constants[n] for i, n in enumerate(node.input) if n in constants}
-            in_types = tuple(types.get(n) for n in node.input)
-            out_types = tuple(types.get(n) for n in node.output)
-            placement = self._placement(path, unit.index)
-            dev = placement.provider.device if placement is not None else CPU_DEVICE
-            if not dev.is_host:  # a device kernel prepares with device copies of constants
-                host_in = placement.kernel.host_inputs if placement.kernel else frozenset()
-                const_in = {i: (v if i in host_in else
-                                initial[on_device(slots[node.input[i]], dev, who)])
-                            for i, v in const_in.items()}
+            const_in = {i: constants[x] for i, x in enumerate(node.input) if x in constants}
+            in_types = tuple(types.get(x) for x in node.input)
+            out_types = tuple(types.get(x) for x in node.output)
             step = self._make_step(node, opsets, subgraphs, implicit, const_in, in_types,
-                                   out_types, tuple(ins + implicit_slots), tuple(outs),
-                                   placement)
-            if dev.is_host and self._foldable(node, step, const_in):
-                folded = self._fold(step, initial)
-                if folded is not None:
-                    for name, slot, v in zip(node.output, outs, folded):
-                        if name:
-                            initial[slot] = v
-                            constants[name] = v
-                    self.folded.append(node.name or node.op_type)
-                    continue
-            host_in = step_kernel_host_inputs(placement)
-            moved = tuple(on_device(s, CPU_DEVICE if k in host_in else dev, who)
-                          for k, s in enumerate(step.ins))
-            for s in outs:
-                slot_device[s] = dev
-            steps.append(Step(step.fn, moved, step.outs, step.mode, (), step.node,
-                              step.provider))
+                                   out_types, tuple(ins + implicit_slots), tuple(outs), meta)
+            if meta is not None and meta.provider is not None:
+                for s in outs:
+                    slot_device[s] = meta.provider.device
+            steps.append(step)
 
         output_names = []
         output_slots = []
         output_types = []
-        for vi in graph.output:
+        for vi in g_outputs:
             if vi.name not in slots:
                 if vi.name in outer_scope:
-                    slot_of(vi.name, f"graph {graph.name!r} output")
+                    slot_of(vi.name, f"graph {name!r} output")
                 else:
-                    raise InvalidGraph(f"graph {graph.name!r} output {vi.name!r} is not "
+                    raise InvalidGraph(f"graph {name!r} output {vi.name!r} is not "
                                        f"produced by any node, input or initializer")
-            s = slots[vi.name]
-            if not is_main:  # subgraph results go back to the host control-flow kernel
-                s = on_device(s, CPU_DEVICE, f"graph {graph.name!r} output")
             output_names.append(vi.name)
-            output_slots.append(s)
+            output_slots.append(slots[vi.name])
             output_types.append(vi.type if vi.HasField("type") else None)
 
         if self.reuse_memory:
             steps = concat_in_place(steps, set(output_slots))
         steps = _with_frees(steps, output_slots, input_slots, outer_slots,
-                            {slots[n] for n in constants if n in slots} |
-                            {slots[n] for n in init_names if n in slots} |
-                            {s for (src, _), s in copies.items() if slot_names[src] in constants})
+                            {slots[x] for x in constants if x in slots} |
+                            {slots[x] for x in init_names if x in slots})
         plan = GraphPlan(
-            name=graph.name, n_slots=len(initial), initial=initial,
+            name=name, n_slots=len(initial), initial=initial,
             input_names=tuple(input_names), input_slots=tuple(input_slots),
             output_names=tuple(output_names), output_slots=tuple(output_slots),
             steps=steps, outer_names=tuple(outer_names), outer_slots=tuple(outer_slots),
@@ -491,95 +304,43 @@ class Planner:
             output_devices=tuple(slot_device.get(s, CPU_DEVICE) for s in output_slots))
         return plan.freeze()
 
-    def _plan_fused(self, unit: _FusedUnit, graph: onnx.GraphProto, slots: dict[str, int],
-                    constants: dict[str, Any], types: dict[str, Any], opsets: dict[str, int],
-                    steps: list[Step], new_slot: Callable[..., int],
-                    slot_of: Callable[[str, str], int], on_device: Callable[..., int],
+    def _fused_step(self, node: onnx.NodeProto, meta: Any, slot_of: Callable[..., int],
+                    new_slot: Callable[..., int], slots: dict[str, int],
                     slot_device: dict[int, Device], outer_scope: frozenset[str],
-                    is_main: bool) -> None:
-        """One step for a fused group: its standalone model compiled once by its provider."""
-        grp = unit.group
-        ep = grp.provider
-        member_names = {id(m.node) for m in unit.members}
-        # values the rest of the graph (or its subgraphs, or the graph outputs) reads
-        used_outside: set[str] = {vi.name for vi in graph.output}
-        for i, n in enumerate(graph.node):
-            if id(n) not in member_names:
-                used_outside.update(_node_reads(n))
-        out_names = [o for o in unit.outputs if o in used_outside]
-        in_names = [r for r in unit.reads if r not in constants]
-        const_names = [r for r in unit.reads if r in constants]
-        fused = FusedSubgraph(grp.name, ep.name, [m.node for m in unit.members], in_names,
-                              out_names, {n: constants[n] for n in const_names},
-                              {**self.opsets, **opsets}, types, graph.name)
-        try:
-            fn = ep.compile(fused) if not ep.compile_per_shape else _PerShape(ep, fused)
-        except Exception as e:
-            raise EPFailErr(f"{ep.name} failed to compile fused node {grp.name!r} "
-                            f"({len(unit.members)} nodes): {type(e).__name__}: {e}") from e
-        self.fused.append(fused)
-        who = f"fused node {grp.name!r}"
-        ins = tuple(on_device(slot_of(n, who), ep.device, who) for n in in_names)
+                    graph_name: str) -> Step:
+        """The step of a fused node: the callable its provider compiled at partitioning."""
+        ep = meta.provider
+        who = f"fused node {node.name!r}"
+        ins = tuple(slot_of(x, who) for x in node.input)
         outs = []
-        for o in out_names:
+        for o in node.output:
             if o in slots and o not in outer_scope:
-                raise InvalidGraph(f"value {o!r} is produced twice in graph {graph.name!r}")
+                raise InvalidGraph(f"value {o!r} is produced twice in graph {graph_name!r}")
             s = new_slot(o)
             slot_device[s] = ep.device
             outs.append(s)
-        info = NodeInfo(name=grp.name, op_type=f"{ep.name}_fused", domain="",
-                        since_version=1, opset=1, inputs=tuple(in_names),
-                        outputs=tuple(out_names), provider=ep.name)
-        steps.append(Step(_Fused(fn, len(out_names), grp.name, ep.name), ins, tuple(outs),
-                          MODE_MULTI, (), info, ep.name))
-
-    def _foldable(self, node: onnx.NodeProto, step: Step, const_in: dict[int, Any]) -> bool:
-        """A node is folded at session creation when every input it reads is a constant and
-        its result cannot change between runs."""
-        if not self.fold_constants or step.mode & MODE_CTX or step.node.subgraphs:
-            return False
-        if node.op_type in _NONDETERMINISTIC or step.provider != HOST_PROVIDER:
-            return False
-        present = [i for i, n in enumerate(node.input) if n]
-        if not present and node.op_type not in _FOLDABLE_WITHOUT_INPUTS:
-            return False
-        return all(i in const_in for i in present)
-
-    @staticmethod
-    def _fold(step: Step, initial: list[Any]) -> list[Any] | None:
-        args = [initial[s] for s in step.ins]
-        try:
-            res = step.fn(*args)
-        except Exception:  # leave it to run time, where the error names the node
-            return None
-        if step.mode & MODE_MULTI:
-            res = list(res) + [None] * (len(step.outs) - len(res))
-            return res
-        return [res]
+        info = NodeInfo(name=node.name, op_type=f"{ep.name}_fused", domain="",
+                        since_version=1, opset=1, inputs=tuple(node.input),
+                        outputs=tuple(node.output), provider=ep.name)
+        return Step(FusedCall(meta.compiled, len(outs), node.name, ep.name), ins,
+                    tuple(outs), MODE_MULTI, (), info, ep.name)
 
     def _plan_subgraphs(self, node: onnx.NodeProto, visible: frozenset[str],
-                        opsets: dict[str, int], path: str | None = None, index: int = 0,
-                        constants: dict[str, Any] | None = None,
+                        opsets: dict[str, int], constants: dict[str, Any], parent: str,
                         ) -> tuple[dict[str, Any], list[str]]:
         subgraphs: dict[str, Any] = {}
         implicit: dict[str, None] = {}
-        for a in node.attribute:
-            if a.type == AttributeProto.GRAPH:
-                sub = subgraph_path(path, index, a.name) if path is not None else None
-                p = self.plan_graph(a.g, visible, opsets, path=sub, outer_constants=constants)
-                subgraphs[a.name] = SubgraphRunner(p, execute_plan)
-                for n in p.outer_names:
-                    implicit.setdefault(n, None)
-            elif a.type == AttributeProto.GRAPHS:
-                runners = []
-                for k, g in enumerate(a.graphs):
-                    sub = subgraph_path(path, index, a.name, k) if path is not None else None
-                    p = self.plan_graph(g, visible, opsets, path=sub,
-                                        outer_constants=constants)
-                    runners.append(SubgraphRunner(p, execute_plan))
-                    for n in p.outer_names:
-                        implicit.setdefault(n, None)
-                subgraphs[a.name] = runners
+        for a_name, k, proto in iter_subgraph_attrs(node):
+            sub = self.graph.subgraph(node, a_name, k, proto,
+                                      f"{parent}/{node.name or node.op_type}.{a_name}")
+            p = self.plan_graph(sub, visible, opsets, outer_constants=constants)
+            runner = SubgraphRunner(p, self.execute)
+            for n in p.outer_names:
+                implicit.setdefault(n, None)
+            if k is None:
+                subgraphs[a_name] = runner
+            else:
+                subgraphs.setdefault(a_name, []).append(runner)
         return subgraphs, list(implicit)
 
     # -- one node -------------------------------------------------------------------------
@@ -587,7 +348,7 @@ class Planner:
                    subgraphs: dict[str, Any], implicit: list[str], const_in: dict[int, Any],
                    in_types: tuple[Any, ...], out_types: tuple[Any, ...],
                    ins: tuple[int, ...], outs: tuple[int, ...],
-                   placement: Placement | None = None) -> Step:
+                   placement: Any = None) -> Step:
         domain = "" if node.domain == "ai.onnx" else node.domain
         opset = opsets.get(domain)
         if opset is None:
@@ -601,26 +362,12 @@ class Planner:
                 opset = 1
         schema = get_schema(node.op_type, opset, domain)
         since = schema.since_version if schema is not None else opset
-        attrs: dict[str, Any] = {}
-        if schema is not None:
-            for name, a in schema.attributes.items():
-                d = a.default_value
-                if d is not None and d.name:
-                    attrs[name] = attribute_value(d)
-        given = set()
-        for a in node.attribute:
-            if a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS):
-                attrs[a.name] = subgraphs[a.name]
-            else:
-                attrs[a.name] = attribute_value(a)
-            given.add(a.name)
+        attrs, given = node_attributes(node, schema, subgraphs)
         if placement is not None and placement.kernel is not None:
             provider, kd = placement.provider, placement.kernel
-        elif self.partition is not None and placement is not None:
-            provider, kd = placement.provider, None   # the CPU fallback without a kernel
-        else:
-            asg = self.assigner.assign(node, domain, since)
-            provider, kd = (asg.provider, asg.kernel) if asg is not None else (None, None)
+        else:       # not partitioned: a node of a function body, or no provider claimed it
+            asg = self.lookup.assign(node.op_type, domain, since)
+            provider, kd = asg if asg is not None else (None, None)
         info = NodeInfo(
             name=node.name, op_type=node.op_type, domain=domain, since_version=since,
             opset=opset, inputs=tuple(node.input), outputs=tuple(node.output), attrs=attrs,
@@ -636,7 +383,7 @@ class Planner:
             shapes_known = validate.check_node(info, _known_shapes(in_types, const_in,
                                                                    node.input))
         if kd is not None and provider is not None:
-            fn = self._bind(kd, info, given, schema)
+            fn = bind_kernel(kd, info, given, schema)
             # kernels that check their own shapes (the conv and pool families, once per
             # shape) or that plan/inplace.py must see unwrapped are left as they are
             if not shapes_known and not hasattr(fn, "output_channels") \
@@ -665,7 +412,7 @@ class Planner:
                 f"No op registered for {node.op_type} with domain {dom!r} version {opset} "
                 f"(node {node.name!r}): neither the ONNX spec, a provider nor a model-local "
                 f"function defines it")
-        known = self.assigner.versions_known(domain, node.op_type)
+        known = self.lookup.versions_known(domain, node.op_type)
         hint = f"; kernels exist for: {', '.join(known)}" if known else ""
         if schema is None:
             raise InvalidGraph(
@@ -674,39 +421,7 @@ class Planner:
         raise NotImplementedErr(
             f"Could not find an implementation for {node.op_type}({since}) node with name "
             f"'{node.name}': no kernel for op {dom}::{node.op_type} at opset {opset} "
-            f"(schema version {since}) on {self.assigner.names()}{hint}")
-
-    def _bind(self, kd: KernelDef, info: NodeInfo, given: set[str],
-              schema: Any) -> Callable[..., Any]:
-        where = f"node {info.name!r} ({info.op_type}-{info.since_version})"
-        if kd.is_class:
-            try:
-                return kd.impl(info)
-            except (InvalidGraph, NotImplementedErr):
-                raise
-            except Exception as e:
-                raise InvalidGraph(f"{where}: {type(e).__name__}: {e}") from e
-        kwargs = dict(info.attrs)
-        if kd.accepted_attrs is not None:
-            defaults = {}
-            if schema is not None:
-                for name, a in schema.attributes.items():
-                    if a.default_value is not None and a.default_value.name:
-                        defaults[name] = attribute_value(a.default_value)
-            for name in list(kwargs):
-                if name in kd.accepted_attrs:
-                    continue
-                if name in given and not _same(kwargs[name], defaults.get(name, _MISSING)):
-                    raise NotImplementedErr(
-                        f"{where}: the kernel {kd.describe()} does not support attribute "
-                        f"{name!r} (value {kwargs[name]!r})")
-                del kwargs[name]
-        if kd.needs_node:
-            kwargs["node"] = info
-        direct = getattr(kd.impl, "direct", None)
-        if direct is not None and not kwargs and _plain_arrays(info, direct[1]):
-            return direct[0]
-        return functools.partial(kd.impl, **kwargs) if kwargs else kd.impl
+            f"(schema version {since}) on {self.lookup.names()}{hint}")
 
     # -- functions ------------------------------------------------------------------------
     def _function_call(self, fproto: onnx.FunctionProto, node: onnx.NodeProto, schema: Any,
@@ -714,8 +429,10 @@ class Planner:
         plan = self.plan_function(fproto, node, schema)
         n_out = len(node.output)
 
-        def call(*args: Any, ctx: RunContext) -> list[Any]:
-            res = execute_plan(plan, list(args), None, ctx)
+        execute = self.execute
+
+        def call(*args: Any, ctx: Any) -> list[Any]:
+            res = execute(plan, list(args), None, ctx)
             return res[:n_out]
 
         call.plan = plan  # type: ignore[attr-defined]
@@ -750,130 +467,7 @@ class Planner:
         return self.plan_graph(g, frozenset(), opsets)
 
 
-_MISSING = object()
 _GRAPH_ATTRS = (AttributeProto.GRAPH, AttributeProto.GRAPHS)
-
-
-class FusedSubgraph:
-    """What a compile-based provider's ``compile`` receives: the fused nodes as a standalone
-    ONNX model (``model``), plus their names, inputs and outputs."""
-
-    def __init__(self, name: str, provider: str, nodes: list[onnx.NodeProto],
-                 inputs: list[str], outputs: list[str], constants: dict[str, Any],
-                 opsets: dict[str, int], types: dict[str, Any], graph_name: str) -> None:
-        self.name = name
-        self.provider = provider
-        self.nodes = nodes
-        self.inputs = inputs
-        self.outputs = outputs
-        self.constants = constants
-        self.opsets = opsets
-        self._types = types
-        self.graph_name = graph_name
-        self.input_shapes: list[list[Any] | None] = [None] * len(inputs)
-        self._model: onnx.ModelProto | None = None
-
-    @property
-    def model(self) -> onnx.ModelProto:
-        if self._model is None:
-            self._model = self.build_model()
-        return self._model
-
-    def build_model(self, input_shapes: list[tuple[int, ...]] | None = None) -> onnx.ModelProto:
-        from onnx import helper, numpy_helper
-
-        def vi(name: str, shape: Any = None) -> onnx.ValueInfoProto:
-            tp = self._types.get(name)
-            v = onnx.ValueInfoProto()
-            v.name = name
-            if tp is not None:
-                v.type.CopyFrom(tp)
-                if shape is not None and v.type.HasField("tensor_type"):
-                    v.type.tensor_type.ClearField("shape")
-                    for d in shape:
-                        v.type.tensor_type.shape.dim.add().dim_value = int(d)
-            return v
-
-        inits = []
-        for n, arr in self.constants.items():
-            try:
-                inits.append(numpy_helper.from_array(np.asarray(arr), n))
-            except Exception:
-                continue
-        g = helper.make_graph(
-            self.nodes, self.name,
-            [vi(n, input_shapes[i] if input_shapes else None) for i, n in enumerate(self.inputs)],
-            [vi(n) for n in self.outputs], inits)
-        ops = [helper.make_opsetid(d, v) for d, v in self.opsets.items()]
-        return helper.make_model(g, opset_imports=ops, producer_name="onnxrt-fused")
-
-    def __repr__(self) -> str:
-        return (f"FusedSubgraph({self.name!r}, {len(self.nodes)} nodes, inputs={self.inputs}, "
-                f"outputs={self.outputs})")
-
-
-class _Fused:
-    """Calls a compiled fused node and checks what it returns."""
-
-    __slots__ = ("fn", "n_out", "name", "provider")
-
-    def __init__(self, fn: Callable[..., Any], n_out: int, name: str, provider: str) -> None:
-        self.fn = fn
-        self.n_out = n_out
-        self.name = name
-        self.provider = provider
-
-    def __call__(self, *args: Any) -> Any:
-        res = self.fn(*args)
-        if self.n_out == 1 and not isinstance(res, (list, tuple)):
-            return (res,)
-        if len(res) != self.n_out:
-            raise ValueError(f"the compiled fused node {self.name!r} of {self.provider} "
-                             f"returned {len(res)} outputs, expected {self.n_out}")
-        return res
-
-
-class _PerShape:
-    """Compiles a fused node again for every new combination of input shapes."""
-
-    def __init__(self, ep: Any, fused: FusedSubgraph) -> None:
-        self.ep = ep
-        self.fused = fused
-        self.cache: dict[tuple[Any, ...], Callable[..., Any]] = {}
-        self.lock = threading.Lock()
-
-    def __call__(self, *args: Any) -> Any:
-        key = tuple(tuple(getattr(a, "shape", ())) for a in args)
-        fn = self.cache.get(key)
-        if fn is None:
-            with self.lock:
-                fn = self.cache.get(key)
-                if fn is None:
-                    shaped = FusedSubgraph(
-                        self.fused.name, self.fused.provider, self.fused.nodes,
-                        self.fused.inputs, self.fused.outputs, self.fused.constants,
-                        self.fused.opsets, self.fused._types, self.fused.graph_name)
-                    shaped.input_shapes = [list(k) for k in key]
-                    shaped._model = shaped.build_model(list(key))
-                    fn = self.ep.compile(shaped)
-                    self.cache[key] = fn
-        return fn(*args)
-
-# ops whose result may differ from run to run (never folded)
-_NONDETERMINISTIC = frozenset({
-    "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
-    "Bernoulli", "Dropout",
-})
-_FOLDABLE_WITHOUT_INPUTS: frozenset[str] = frozenset()
-
-
-def _same(a: Any, b: Any) -> bool:
-    if b is _MISSING:
-        return False
-    try:
-        return bool(np.all(np.asarray(a) == np.asarray(b)))
-    except Exception:
-        return False
 
 
 def _substitute(node: onnx.NodeProto, attrs: dict[str, AttributeProto]) -> onnx.NodeProto:
@@ -918,7 +512,7 @@ class _LazyContextFunction:
         self.cache: dict[tuple[Any, ...], GraphPlan] = {}
         self.lock = threading.Lock()
 
-    def __call__(self, *args: Any, ctx: RunContext) -> list[Any]:
+    def __call__(self, *args: Any, ctx: Any) -> list[Any]:
         from onnxrt.ir.dtypes import onnx_elem_type
 
         key = tuple(None if a is None else (np.asarray(a).dtype.str, np.ndim(a)) for a in args)
@@ -942,4 +536,4 @@ class _LazyContextFunction:
                             f"at opset {self.opset}")
                     plan = self.planner.plan_function(body, self.node, self.schema)
                     self.cache[key] = plan
-        return execute_plan(plan, list(args), None, ctx)[: len(self.node.output)]
+        return self.planner.execute(plan, list(args), None, ctx)[: len(self.node.output)]

@@ -27,6 +27,13 @@ class TestPluginExecutionProvider(ort.ExecutionProvider):
     name = "TestPluginExecutionProvider"
     kernels = kernels
     options = {"scale": "1"}
+    ep_vendor = "onnxrt-tests"
+
+    @classmethod
+    def supported_devices(cls, devices):
+        # runs on the host: takes part in get_ep_devices() and the selection policies
+        return [ort.DeviceSupport(d) for d in devices
+                if d.type == ort.OrtHardwareDeviceType.CPU]
 
 
 wrong_kernels = ort.KernelRegistry("WrongReluExecutionProvider")

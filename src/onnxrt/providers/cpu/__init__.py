@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from typing import Sequence
 
+from onnxrt.framework.devices import DeviceSupport, OrtHardwareDevice, OrtHardwareDeviceType
 from onnxrt.framework.kernel import KernelRegistry
 from onnxrt.framework.provider import ExecutionProvider
 
@@ -32,6 +34,11 @@ class CPUExecutionProvider(ExecutionProvider):
         """Only the options given (onnxruntime reports none for its CPU provider)."""
         return {k: v for k, v in super().get_provider_options().items() if k in self._given}
     max_graph_optimization_level = 99
+    ep_vendor = "onnxrt"
+
+    @classmethod
+    def supported_devices(cls, devices: Sequence[OrtHardwareDevice]) -> list[DeviceSupport]:
+        return [DeviceSupport(d) for d in devices if d.type == OrtHardwareDeviceType.CPU]
 
 
 def _import_kernels() -> None:

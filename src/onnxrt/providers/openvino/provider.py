@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import threading
 import warnings
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Sequence
 
 from onnxrt.errors import EPFail
+from onnxrt.framework.devices import (VENDOR_IDS, DeviceSupport, OrtHardwareDevice,
+                                      OrtHardwareDeviceType)
 from onnxrt.framework.provider import ExecutionProvider
-from onnxrt.partition.grouping import group_nodes
+from onnxrt.framework.grouping import group_nodes
 from onnxrt.providers.openvino import runtime
 from onnxrt.providers.openvino.options import DEFAULTS, check_against_devices, parse_options
 
@@ -36,6 +38,27 @@ class OpenVINOExecutionProvider(ExecutionProvider):
 
     name: ClassVar[str] = "OpenVINOExecutionProvider"
     options: ClassVar[dict[str, Any]] = dict(DEFAULTS)
+    ep_vendor: ClassVar[str] = "onnxrt"
+    ep_vendor_id: ClassVar[int] = VENDOR_IDS["Intel"]   # OpenVINO is made for Intel hardware
+
+    @classmethod
+    def supported_devices(cls, devices: Sequence[OrtHardwareDevice]) -> list[DeviceSupport]:
+        """The CPU, and the GPUs and NPUs OpenVINO itself lists, by OpenVINO's names."""
+        present = runtime.available_devices()
+        out = []
+        for d in devices:
+            name = "CPU" if d.type == OrtHardwareDeviceType.CPU else \
+                d.metadata.get("openvino_device", "")
+            if name and name in present:
+                out.append(DeviceSupport(d, {"device_type": name}))
+        return out
+
+    @classmethod
+    def options_for_devices(cls, supports: Sequence[DeviceSupport]) -> dict[str, str]:
+        """Several devices run as OpenVINO's HETERO device, in the order chosen: each node
+        on the first of them that supports it, as a priority list of providers does."""
+        names = list(dict.fromkeys(s.options["device_type"] for s in supports))
+        return {"device_type": names[0] if len(names) == 1 else "HETERO:" + ",".join(names)}
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)

@@ -15,9 +15,9 @@ from typing import Callable, Iterable
 import onnx
 from onnx import helper, numpy_helper
 
-from onnxrt.partition.capability import Capability
-from onnxrt.partition.grouping import group_nodes
-from onnxrt.partition.view import GraphView, NodeView
+from onnxrt.framework.capability import Capability
+from onnxrt.framework.grouping import group_nodes
+from onnxrt.framework.graph_view import GraphView, NodeView
 
 __all__ = ["subset_model", "claim", "node_reads"]
 

@@ -4,10 +4,12 @@ ONNX parser accepts to TensorRT, with onnxruntime's provider name and options.""
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Sequence
 
 from onnxrt.errors import InvalidArgument
 from onnxrt.framework.device import Device
+from onnxrt.framework.devices import (VENDOR_IDS, DeviceSupport, OrtHardwareDevice,
+                                      torch_gpu_index)
 from onnxrt.framework.provider import ExecutionProvider
 from onnxrt.framework.transfer import DataTransfer
 from onnxrt.providers.tensorrt.backend import Backend
@@ -42,6 +44,18 @@ class TensorrtExecutionProvider(ExecutionProvider):
     # the session yet (see the issue note); sessions that use TensorRT should set
     # graph_optimization_level to ORT_ENABLE_BASIC until it is.
     max_graph_optimization_level: ClassVar[int] = 1
+    ep_vendor: ClassVar[str] = "onnxrt"
+    ep_vendor_id: ClassVar[int] = VENDOR_IDS["NVIDIA"]
+
+    @classmethod
+    def supported_devices(cls, devices: Sequence[OrtHardwareDevice]) -> list[DeviceSupport]:
+        """The NVIDIA GPUs torch drives (TensorRT's engines run on torch's CUDA devices)."""
+        out = []
+        for d in devices:
+            i = torch_gpu_index(d, "NVIDIA")
+            if i is not None:
+                out.append(DeviceSupport(d, {"device_id": str(i)}, Device("cuda", i)))
+        return out
 
     def __init__(self, backend: Backend | None = None, **options: Any) -> None:
         super().__init__(**options)

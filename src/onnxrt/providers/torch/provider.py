@@ -6,10 +6,12 @@ exercised without a GPU) or any device torch knows; ``CUDAExecutionProvider`` an
 from __future__ import annotations
 
 import importlib.util
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Sequence
 
 from onnxrt.errors import InvalidArgument
 from onnxrt.framework.device import Device
+from onnxrt.framework.devices import (VENDOR_IDS, DeviceSupport, OrtHardwareDevice,
+                                      OrtHardwareDeviceType, torch_gpu_index)
 from onnxrt.framework.provider import ExecutionProvider
 from onnxrt.providers.torch.registry import load_kernels
 
@@ -35,6 +37,7 @@ class TorchProviderBase(ExecutionProvider):
     the device from their options and may override ``_apply_settings`` (per-run flags)."""
 
     name: ClassVar[str] = ""
+    ep_vendor: ClassVar[str] = "onnxrt"
     device: Device = Device("torch", 0)
 
     def __init__(self, **options: Any) -> None:
@@ -61,7 +64,7 @@ class TorchProviderBase(ExecutionProvider):
         return TorchTransfer(channels_last=self.channels_last, pin_memory=self.pin_memory)
 
     def get_capability(self, graph: Any) -> list[Any]:
-        from onnxrt.partition.capability import Capability
+        from onnxrt.framework.capability import Capability
         from onnxrt.providers.torch.checks import decline_reason
 
         caps = super().get_capability(graph)
@@ -116,6 +119,18 @@ class TorchExecutionProvider(TorchProviderBase):
     def unavailable_reason(cls) -> str:
         return torch_import_error()
 
+    @classmethod
+    def supported_devices(cls, devices: Sequence[OrtHardwareDevice]) -> list[DeviceSupport]:
+        """The CPU (torch's CPU tensors) and every GPU torch drives."""
+        out = []
+        for d in devices:
+            i = torch_gpu_index(d)
+            if d.type == OrtHardwareDeviceType.CPU:
+                out.append(DeviceSupport(d, {"device": "cpu"}, Device("torch", 0)))
+            elif i is not None:
+                out.append(DeviceSupport(d, {"device": f"cuda:{i}"}, Device("cuda", i)))
+        return out
+
 
 # onnxruntime's CUDA option names and defaults (strings, as get_provider_options reports them)
 _CUDA_OPTIONS: dict[str, Any] = {
@@ -153,6 +168,17 @@ class CUDAExecutionProvider(TorchProviderBase):
     device: Device = Device("cuda", 0)   # per instance: cuda:<device_id>
     options: ClassVar[dict[str, Any]] = dict(_CUDA_OPTIONS)
     hip: ClassVar[bool] = False
+    ep_vendor_id: ClassVar[int] = VENDOR_IDS["NVIDIA"]
+
+    @classmethod
+    def supported_devices(cls, devices: Sequence[OrtHardwareDevice]) -> list[DeviceSupport]:
+        """The GPUs torch drives as ``cuda:N``: NVIDIA's (CUDA builds) or AMD's (ROCm)."""
+        out = []
+        for d in devices:
+            i = torch_gpu_index(d, "AMD" if cls.hip else "NVIDIA")
+            if i is not None:
+                out.append(DeviceSupport(d, {"device_id": str(i)}, Device("cuda", i)))
+        return out
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
@@ -234,6 +260,7 @@ class ROCMExecutionProvider(CUDAExecutionProvider):
         "arena_extend_strategy": "kNextPowerOfTwo", "miopen_conv_exhaustive_search": "0",
         "do_copy_in_default_stream": "1", "enable_hip_graph": "0", "prefer_nhwc": "0"}
     hip: ClassVar[bool] = True
+    ep_vendor_id: ClassVar[int] = 0x1002   # AMD's graphics vendor id
 
 
 def _check_device(ep: CUDAExecutionProvider) -> None:

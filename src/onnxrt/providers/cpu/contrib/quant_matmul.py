@@ -4,8 +4,10 @@ MatMulNBits (2/4/8-bit blocked weights, zero points packed or typed, g_idx),
 MatMulBnb4 (FP4/NF4), GatherBlockQuantized, and com.microsoft's QuantizeLinear,
 DequantizeLinear and channels-last QLinearConv.
 
-The integer sums are exact (quant/qmatmul.py: a float BLAS product of the zero-point-shifted
-operands, exact in the width it picks), whatever the CPU. onnxruntime's u8s8 kernels on CPUs
+The integer sums are exact, whatever the CPU: with a constant B the compiled integer
+product (quant/igemm.py, B packed once per session, the scaling or requantization fused
+in), else quant/qmatmul.py's float BLAS product of the zero-point-shifted operands, exact
+in the width it picks. onnxruntime's u8s8 kernels on CPUs
 without VNNI add pairs of products in saturating int16 and can differ from the exact sum; this
 module never does.
 """
@@ -18,7 +20,9 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from onnxrt.framework.parallel import pool_of
 from onnxrt.providers.cpu import CPU
+from onnxrt.providers.cpu.quant import igemm, nbits
 from onnxrt.providers.cpu.quant._common import int_range
 from onnxrt.providers.cpu.quant.linear import (DequantizeLinear, QuantizeLinear,
                                                dynamic_quantize_linear)
@@ -75,7 +79,112 @@ def _int_to_float(acc: np.ndarray, mult: np.ndarray, bias: np.ndarray | None) ->
     return y
 
 
-@CPU.kernel("MatMulIntegerToFloat", since=1, domain=MS)
+_FLOAT_OUT = igemm.Epilogue(igemm.MODE_FLOAT, _F32)     # the output type, to compile for
+
+
+def _float_epilogue(pb: igemm.PackedB, mult: np.ndarray, bias: np.ndarray | None,
+                    ibias: np.ndarray | None = None) -> igemm.Epilogue | None:
+    """float32(acc + ibias) * mult + bias, per tensor or per column; None for other
+    shapes (the NumPy path runs)."""
+    if (mult.size not in (1, pb.n) or (bias is not None and np.size(bias) not in (1, pb.n))
+            or (ibias is not None and np.size(ibias) not in (1, pb.n))):
+        return None
+    return igemm.Epilogue(igemm.MODE_FLOAT, _F32, scale=mult, ibias=ibias,
+                          fbias=None if bias is None else np.asarray(bias, _F32), per_col=True)
+
+
+@CPU.kernel("MatMulIntegerToFloat", since=1, domain=MS, threads=True)
+class MatMulIntegerToFloat:
+    """(A - a_zp) @ (B - b_zp) summed exactly, times a_scale * b_scale (per tensor or per
+    column of B) in float32, plus bias."""
+
+    def __init__(self, node: Any) -> None:
+        self.packed = igemm.prepack(node, 1, 5, warm=_FLOAT_OUT)
+
+    def __call__(self, a, b, a_scale, b_scale, a_zero_point=None, b_zero_point=None,
+                 bias=None, *, ctx=None):
+        op = "MatMulIntegerToFloat"
+        _check8(a, "A", op)
+        _check8(b, "B", op)
+        pb = self.packed
+        if pb is not None and np.size(a_scale) == 1 and igemm.usable(a, a_zero_point):
+            mult = (np.asarray(a_scale, _F32).reshape(()) *
+                    np.asarray(b_scale, _F32).reshape(-1)).astype(_F32)
+            epi = _float_epilogue(pb, mult, bias)
+            if epi is not None:
+                return igemm.product(a, a_zero_point, pb, epi, pool_of(ctx))
+        return matmul_integer_to_float(a, b, a_scale, b_scale, a_zero_point, b_zero_point,
+                                       bias)
+
+
+@CPU.kernel("DynamicQuantizeMatMul", since=1, domain=MS, threads=True)
+class DynamicQuantizeMatMul:
+    """A (float32) quantized to uint8 over the whole tensor as DynamicQuantizeLinear does,
+    then MatMulIntegerToFloat with B's per-tensor or per-column scale and zero point."""
+
+    def __init__(self, node: Any) -> None:
+        self.packed = igemm.prepack(node, 1, 3, warm=_FLOAT_OUT)
+
+    def __call__(self, a, b, b_scale, b_zero_point=None, bias=None, *, ctx=None):
+        op = "DynamicQuantizeMatMul"
+        if a.dtype != np.float32:
+            raise TypeError(f"{op}: A has type {a.dtype}; float32 expected")
+        _check8(b, "B", op)
+        pb = self.packed
+        if pb is not None and igemm.kernels() is not None:
+            qa, sa, za = dynamic_quantize_linear(a)
+            mult = (sa * np.asarray(b_scale, _F32).reshape(-1)).astype(_F32)
+            epi = _float_epilogue(pb, mult, bias)
+            if epi is not None:
+                return igemm.product(qa, za, pb, epi, pool_of(ctx))
+        return dynamic_quantize_matmul(a, b, b_scale, b_zero_point, bias)
+
+
+@CPU.kernel("QGemm", since=1, domain=MS, needs_node=True, threads=True)
+class QGemm:
+    """alpha * a_scale * b_scale * ((A' - a_zp) @ (B' - b_zp) + C), C an int32 bias; float32
+    out without y_scale, else requantized to y_zero_point's type."""
+
+    def __init__(self, node: Any) -> None:
+        a = node.attrs
+        self.alpha = float(a.get("alpha", 1.0))
+        self.trans_a, self.trans_b = int(a.get("transA", 0)), int(a.get("transB", 0))
+        q = node.input_present(7)
+        warm = igemm.Epilogue(igemm.MODE_QUANT, igemm.out_dtype(node, np.uint8)) if q \
+            else _FLOAT_OUT
+        self.packed = igemm.prepack(node, 3, 5, trans=bool(self.trans_b), warm=warm)
+
+    def __call__(self, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c=None,
+                 y_scale=None, y_zero_point=None, *, ctx=None):
+        op = "QGemm"
+        _check8(a, "A", op)
+        _check8(b, "B", op)
+        pb = self.packed
+        if (pb is not None and a.ndim == 2 and np.size(a_scale) == 1
+                and (c is None or (c.dtype == np.int32 and c.size in (1, pb.n)
+                                   and (c.ndim == 0 or c.shape[-1] == c.size)))
+                and (y_scale is None or np.size(y_scale) == 1)
+                and (y_zero_point is None or np.size(y_zero_point) == 1)
+                and igemm.usable(a, a_zero_point)):
+            a2 = a.T if self.trans_a else a
+            mult = (_F32(self.alpha) * np.asarray(a_scale, _F32).reshape(()) *
+                    np.asarray(b_scale, _F32).reshape(-1)).astype(_F32)
+            if y_scale is None and y_zero_point is None:
+                epi = _float_epilogue(pb, mult, None, c)
+            elif y_scale is not None and y_zero_point is not None:
+                mult = (mult / np.asarray(y_scale, _F32).reshape(())).astype(_F32)
+                dt = y_zero_point.dtype
+                epi = igemm.Epilogue(igemm.MODE_QUANT, dt, scale=mult, ibias=c, per_col=True,
+                                     zp=float(np.asarray(y_zero_point).reshape(())),
+                                     qrange=int_range(dt))
+            else:
+                epi = None
+            if epi is not None:
+                return igemm.product(a2, a_zero_point, pb, epi, pool_of(ctx))
+        return qgemm(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c, y_scale,
+                     y_zero_point, alpha=self.alpha, transA=self.trans_a, transB=self.trans_b)
+
+
 def matmul_integer_to_float(a, b, a_scale, b_scale, a_zero_point=None, b_zero_point=None,
                             bias=None):
     """(A - a_zp) @ (B - b_zp) summed exactly, times a_scale * b_scale (per tensor or per
@@ -97,7 +206,6 @@ def matmul_integer_to_float(a, b, a_scale, b_scale, a_zero_point=None, b_zero_po
     return _int_to_float(acc, mult.astype(_F32), bias)
 
 
-@CPU.kernel("DynamicQuantizeMatMul", since=1, domain=MS)
 def dynamic_quantize_matmul(a, b, b_scale, b_zero_point=None, bias=None):
     """A (float32) quantized to uint8 over the whole tensor as DynamicQuantizeLinear does, then
     MatMulIntegerToFloat with B's per-tensor or per-column scale and zero point."""
@@ -112,7 +220,6 @@ def dynamic_quantize_matmul(a, b, b_scale, b_zero_point=None, bias=None):
     return _int_to_float(acc, mult.astype(_F32), bias)
 
 
-@CPU.kernel("QGemm", since=1, domain=MS)
 def qgemm(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c=None, y_scale=None,
           y_zero_point=None, *, alpha=1.0, transA=0, transB=0):
     """alpha * a_scale * b_scale * ((A' - a_zp) @ (B' - b_zp) + C), C an int32 bias; float32
@@ -163,7 +270,7 @@ def unpack_bits(packed: np.ndarray, bits: int, count: int) -> np.ndarray:
     return v.reshape(p.shape[:-1] + (-1,))[..., :count].astype(np.int32)
 
 
-@CPU.kernel("MatMulNBits", since=1, domain=MS, needs_node=True)
+@CPU.kernel("MatMulNBits", since=1, domain=MS, needs_node=True, threads=True)
 class MatMulNBits:
     """Y = A @ dequant(B)^T (+ bias): B (N, k_blocks, blob) holds ``bits``-wide weights packed
     along K, block by block; each (n, block) has a scale and a zero point (packed uint8 of the
@@ -189,20 +296,32 @@ class MatMulNBits:
         self.kb = -(-self.k // self.block)
         ci = node.constant_inputs
         self.w: np.ndarray | None = None
+        self.packed: nbits.NBitsWeight | None = None
         if all(i in ci or not node.input_present(i) for i in (1, 2, 3, 4)):
-            self.w = self.dequant(ci[1], ci[2], ci.get(3), ci.get(4))
+            b, scales, zp, g_idx = ci[1], ci[2], ci.get(3), ci.get(4)
+            if nbits.kernels() is not None:
+                # the codes stay packed; the compiled product unpacks them block by block
+                self._check(b, scales, g_idx)
+                try:
+                    self.packed = nbits.NBitsWeight(
+                        b, np.asarray(scales).astype(_F32), self._zero_points(zp), g_idx,
+                        self.k, self.n, self.bits, self.block)
+                except ValueError:
+                    raise
+                except Exception:   # the compiled kernels failed to build here: NumPy path
+                    self.packed = None
+            if self.packed is None:
+                self.w = self.dequant(b, scales, zp, g_idx)
 
-    def dequant(self, b: np.ndarray, scales: np.ndarray, zp: np.ndarray | None,
-                g_idx: np.ndarray | None) -> np.ndarray:
-        """The float32 weight (K, N)."""
+    def _check(self, b: np.ndarray, scales: np.ndarray,
+               g_idx: np.ndarray | None) -> np.ndarray:
+        """B, the scales and g_idx validated; the block of each row k."""
         n, k, kb, blk, bits = self.n, self.k, self.kb, self.block, self.bits
         blob = blk * bits // 8
         if b.dtype != np.uint8 or b.size != n * kb * blob:
             raise ValueError(f"MatMulNBits: B must be uint8 of shape ({n}, {kb}, {blob}), "
                              f"got {b.dtype} {b.shape}")
-        q = unpack_bits(b.reshape(n, kb * blob), bits, kb * blk)[:, :k]      # (N, K)
-        s = np.asarray(scales).astype(_F32).reshape(n, -1)
-        if s.shape[1] != kb:
+        if np.size(scales) != n * kb:
             raise ValueError(f"MatMulNBits: scales must hold {n} x {kb} values, got "
                              f"{np.shape(scales)}")
         if g_idx is not None:
@@ -210,8 +329,25 @@ class MatMulNBits:
             if gi.size != k or gi.min(initial=0) < 0 or gi.max(initial=0) >= kb:
                 raise ValueError(f"MatMulNBits: g_idx must hold {k} block indices in "
                                  f"[0, {kb}), got shape {np.shape(g_idx)}")
-        else:
-            gi = np.arange(k) // blk
+            return gi
+        return np.arange(k) // blk
+
+    def dequant(self, b: np.ndarray, scales: np.ndarray, zp: np.ndarray | None,
+                g_idx: np.ndarray | None) -> np.ndarray:
+        """The float32 weight (K, N) (the NumPy path)."""
+        n, k, kb, blk, bits = self.n, self.k, self.kb, self.block, self.bits
+        gi = self._check(b, scales, g_idx)
+        q = unpack_bits(b.reshape(n, -1), bits, kb * blk)[:, :k]      # (N, K)
+        s = np.asarray(scales).astype(_F32).reshape(n, kb)
+        z = self._zero_points(zp)
+        sk, zk = s[:, gi], z[:, gi]
+        # q * scale - scale * zp: onnxruntime's dequantization order
+        w = q.astype(_F32) * sk + (-sk * zk)
+        return np.ascontiguousarray(w.T)
+
+    def _zero_points(self, zp: np.ndarray | None) -> np.ndarray:
+        """(N, k_blocks) float32 zero points: default 2^(bits-1), unpacked, or as typed."""
+        n, kb, bits = self.n, self.kb, self.bits
         if zp is None:
             z = np.full((n, kb), float(1 << (bits - 1)), _F32)
         elif zp.dtype == np.uint8:
@@ -223,10 +359,7 @@ class MatMulNBits:
             z = np.asarray(zp).astype(_F32).reshape(n, -1)
             if z.shape[1] != kb:
                 raise ValueError(f"MatMulNBits: zero_points must hold {n} x {kb} values")
-        sk, zk = s[:, gi], z[:, gi]
-        # q * scale - scale * zp: onnxruntime's dequantization order
-        w = q.astype(_F32) * sk + (-sk * zk)
-        return np.ascontiguousarray(w.T)
+        return z
 
     def _quantize_a(self, a: np.ndarray) -> np.ndarray:
         """A as onnxruntime's int8 compute sees it: each block of K scaled by max|a| / 127,
@@ -241,13 +374,18 @@ class MatMulNBits:
         q = np.clip(np.rint(ab * inv), -127, 127)
         return (q * scale).reshape(ap.shape)[..., :k].astype(_F32)
 
-    def __call__(self, a, b, scales, zero_points=None, g_idx=None, bias=None):
+    def __call__(self, a, b, scales, zero_points=None, g_idx=None, bias=None, *, ctx=None):
         if a.shape[-1] != self.k:
             raise ValueError(f"MatMulNBits: A's last dimension is {a.shape[-1]}, K={self.k}")
-        w = self.w if self.w is not None else self.dequant(b, scales, zero_points, g_idx)
         af = a.astype(_F32)
-        if self.level == 4 and self.bits in (4, 8):
+        level4 = self.level == 4 and self.bits in (4, 8)
+        if self.packed is not None:
+            y = self.packed.matmul(nbits.kernels(), af.reshape(-1, self.k), bias, level4,
+                                   pool_of(ctx))
+            return y.reshape(a.shape[:-1] + (self.n,)).astype(a.dtype, copy=False)
+        if level4:
             af = self._quantize_a(af)
+        w = self.w if self.w is not None else self.dequant(b, scales, zero_points, g_idx)
         y = np.matmul(af, w)
         if bias is not None:
             y += bias.astype(_F32)
@@ -366,7 +504,7 @@ class DequantizeLinearMS(DequantizeLinear):
     """ONNX DequantizeLinear (per tensor or per axis) under com.microsoft."""
 
 
-@CPU.kernel("QLinearConv", since=1, domain=MS, needs_node=True)
+@CPU.kernel("QLinearConv", since=1, domain=MS, needs_node=True, threads=True)
 class QLinearConvMS(QLinearConv):
     """ONNX QLinearConv, with ``channels_last`` = 1 taking and giving (N, *spatial, C)."""
 
@@ -377,8 +515,8 @@ class QLinearConvMS(QLinearConv):
         attrs.setdefault("auto_pad", "NOTSET")
         super().__init__(dataclasses.replace(node, attrs=attrs))
 
-    def __call__(self, x, *rest):
+    def __call__(self, x, *rest, ctx=None):
         if not self.channels_last:
-            return super().__call__(x, *rest)
-        y = super().__call__(np.moveaxis(x, -1, 1), *rest)
+            return super().__call__(x, *rest, ctx=ctx)
+        y = super().__call__(np.moveaxis(x, -1, 1), *rest, ctx=ctx)
         return np.ascontiguousarray(np.moveaxis(y, 1, -1))

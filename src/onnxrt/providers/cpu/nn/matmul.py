@@ -54,6 +54,12 @@ def matmul(a: np.ndarray, b: np.ndarray, pool: ThreadPool = SERIAL) -> np.ndarra
         y = _split_stack(a, b, pool)
         if y is not None:
             return y
+    if a.ndim > 2 and b.ndim > 2 and 2 * m * n * a.shape[-1] < jit._MM_SPLIT_MIN:
+        # a stack of small products left unsplit (attention's Q K^T and P V exported without
+        # fusions): numpy's loop over them on one BLAS thread, never waking BLAS's threads
+        # (and parking the intra-op workers) for each item
+        with pool.single_blas():
+            return np.matmul(a, b)
     with _own_threads(flops, pool):
         return np.matmul(a, b)
 

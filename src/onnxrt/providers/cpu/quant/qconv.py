@@ -1,8 +1,11 @@
-"""ConvInteger and QLinearConv: im2col + one batched BLAS product per group, exact.
+"""ConvInteger and QLinearConv, exact int32 sums.
 
-Inputs are shifted by their zero points first (so padding is a plain zero pad), then
-multiplied in a float type where the int32 accumulation is exact (see qmatmul.acc_dtype).
-Constant weights are shifted, reshaped and transposed once per session.
+With a constant weight and a per-tensor input zero point, 1-D and 2-D convs run through the
+compiled integer product (quant/igemm.py: im2col bands into int16 panels, or a direct
+depthwise loop, the requantization fused in), the weight shifted and packed once per
+session. Otherwise (no numba, 3-D, a computed weight): im2col + one batched BLAS product per
+group of the inputs shifted by their zero points (so padding is a plain zero pad), in a
+float type where the int32 accumulation is exact (see qmatmul.acc_dtype).
 """
 
 from __future__ import annotations
@@ -13,8 +16,10 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from onnxrt.framework.kernel import NodeInfo
+from onnxrt.framework.parallel import ThreadPool, pool_of
 from onnxrt.providers.cpu import CPU
-from onnxrt.providers.cpu.quant._common import requantize
+from onnxrt.providers.cpu.quant import igemm
+from onnxrt.providers.cpu.quant._common import int_range, requantize
 from onnxrt.providers.cpu.quant.qmatmul import acc_dtype, max_shift
 
 _F32 = np.dtype(np.float32)
@@ -177,40 +182,78 @@ class _QConvBase:
         self.geo = _ConvGeometry(node.attrs)
         ci = node.constant_inputs
         self.packed = None
+        self.fast: igemm.PackedConvW | None = None
         if self.W in ci and (self.WZP in ci or not node.input_present(self.WZP)):
-            self.packed = _Packed(ci[self.W], ci.get(self.WZP), self.geo.group)
+            w, zw = np.asarray(ci[self.W]), ci.get(self.WZP)
+            if (w.dtype in igemm._Q8 and w.ndim in (3, 4) and igemm.kernels() is not None
+                    and w.shape[0] % self.geo.group == 0
+                    and (zw is None or np.size(zw) in (1, w.shape[0]))):
+                self.fast = igemm.PackedConvW(w, zw, self.geo.group)
+                q = node.op_type == "QLinearConv"
+                dt = igemm.out_dtype(node, np.uint8 if q else np.int32)
+                try:
+                    igemm.warm_conv(self.fast, igemm._a_dtype(node), igemm.Epilogue(
+                        igemm.MODE_QUANT if q else igemm.MODE_INT, dt))
+                except Exception:   # a kernel failed to compile here: the NumPy path
+                    self.fast = None
+            if self.fast is None:
+                self.packed = _Packed(w, zw, self.geo.group)
+
+    def _compiled(self, x: np.ndarray, x_zp: np.ndarray | None,
+                  epi: igemm.Epilogue, pool: ThreadPool) -> np.ndarray | None:
+        """The compiled integer conv split over ``pool``, or None where it does not
+        apply."""
+        if self.fast is None or (x_zp is not None and np.size(x_zp) != 1):
+            return None
+        dil, st, _, pads = self.geo.resolve(x.shape[2:], self.fast.ks)
+        xz = 0 if x_zp is None else int(np.asarray(x_zp).reshape(()))
+        return igemm.conv2d(x, xz, self.fast, dil, st, pads, epi, pool)
 
     def _weights(self, w: np.ndarray, w_zp: np.ndarray | None) -> _Packed:
-        if self.packed is not None:
-            return self.packed
-        return _Packed(w, w_zp, self.geo.group)
+        if self.packed is None:     # computed, or packed for the compiled path only
+            return _Packed(w, w_zp, self.geo.group)
+        return self.packed
 
 
-@CPU.kernel("ConvInteger", since=10)
+@CPU.kernel("ConvInteger", since=10, threads=True)
 class ConvInteger(_QConvBase):
     W, WZP = 1, 3
 
     def __call__(self, x: np.ndarray, w: np.ndarray, x_zero_point: np.ndarray | None = None,
-                 w_zero_point: np.ndarray | None = None) -> np.ndarray:
+                 w_zero_point: np.ndarray | None = None, *, ctx: Any = None) -> np.ndarray:
+        y = self._compiled(x, x_zero_point, igemm.Epilogue.raw(), pool_of(ctx))
+        if y is not None:
+            return y
         return _conv_acc(x, x_zero_point, self._weights(w, w_zero_point),
                          self.geo).astype(np.int32)
 
 
-@CPU.kernel("QLinearConv", since=10)
+@CPU.kernel("QLinearConv", since=10, threads=True)
 class QLinearConv(_QConvBase):
     W, WZP = 3, 5
 
     def __call__(self, x: np.ndarray, x_scale: np.ndarray, x_zero_point: np.ndarray,
                  w: np.ndarray, w_scale: np.ndarray, w_zero_point: np.ndarray,
                  y_scale: np.ndarray, y_zero_point: np.ndarray,
-                 b: np.ndarray | None = None) -> np.ndarray:
+                 b: np.ndarray | None = None, *, ctx: Any = None) -> np.ndarray:
+        # multiplier per output channel, formed in float32 like the scales
+        mult = (np.asarray(x_scale, _F32) * np.asarray(w_scale, _F32)
+                / np.asarray(y_scale, _F32))
+        if self.fast is not None and np.size(y_zero_point) == 1:
+            if b is not None and (b.dtype != np.int32 or b.size != self.fast.m):
+                raise ValueError(f"QLinearConv: B must be int32 of {self.fast.m} values, got "
+                                 f"{b.dtype} {b.shape}")
+            dt = np.asarray(y_zero_point).dtype
+            epi = igemm.Epilogue(igemm.MODE_QUANT, dt, scale=mult.reshape(-1), ibias=b,
+                                 zp=float(np.asarray(y_zero_point).reshape(())),
+                                 qrange=int_range(dt))
+            y = self._compiled(x, x_zero_point, epi, pool_of(ctx))
+            if y is not None:
+                return y
         acc = _conv_acc(x, x_zero_point, self._weights(w, w_zero_point), self.geo)
         chan = (1, -1) + (1,) * (acc.ndim - 2)
         if b is not None:
             # the bias joins the int32 accumulation before its one rounding to float32
             acc = acc.astype(_F64) + b.astype(_F64).reshape(chan)
-        # multiplier per output channel, formed in float32 like the scales
-        mult = (np.asarray(x_scale, _F32) * np.asarray(w_scale, _F32)
-                / np.asarray(y_scale, _F32))
         mult = mult.reshape(chan) if mult.ndim == 1 and mult.size > 1 else mult.reshape(())
         return requantize(acc, mult, np.asarray(y_zero_point).reshape(()), y_zero_point.dtype)

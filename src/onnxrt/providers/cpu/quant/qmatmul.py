@@ -1,6 +1,9 @@
 """MatMulInteger and QLinearMatMul.
 
-Integer products are accumulated exactly in a float BLAS product: operands shifted by their
+With a constant B (and its zero point), an 8-bit A with a per-tensor zero point, and numba,
+the product is the compiled integer one (quant/igemm.py), B packed once per session and the
+requantization fused in. Otherwise integer products are accumulated exactly in a float BLAS
+product: operands shifted by their
 zero points fit in 9 bits, so float64 is exact for any K below 2**35, and float32 (twice as
 fast) whenever K * max|a - a_zp| * max|b - b_zp| stays below 2**24, which the zero points
 usually allow for K up to about 1000.
@@ -8,10 +11,16 @@ usually allow for K up to about 1000.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
+from onnxrt.framework.kernel import NodeInfo
+from onnxrt.framework.parallel import pool_of
 from onnxrt.providers.cpu import CPU
-from onnxrt.providers.cpu.quant._common import float_of, is_float_q, requantize, to_quantized
+from onnxrt.providers.cpu.quant import igemm
+from onnxrt.providers.cpu.quant._common import (float_of, int_range, is_float_q, requantize,
+                                               to_quantized)
 
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
@@ -49,19 +58,59 @@ def shift(a: np.ndarray, zp: np.ndarray | None, dt: np.dtype, row: bool) -> np.n
     return af - z
 
 
-@CPU.kernel("MatMulInteger", since=10)
 def matmul_integer(a: np.ndarray, b: np.ndarray, a_zero_point: np.ndarray | None = None,
                    b_zero_point: np.ndarray | None = None) -> np.ndarray:
+    """(a - a_zp) @ (b - b_zp) as int32 (NumPy broadcasting), exact."""
     k = a.shape[-1] if a.ndim else 1
     dt = acc_dtype(k, max_shift(a.dtype, a_zero_point), max_shift(b.dtype, b_zero_point))
     y = np.matmul(shift(a, a_zero_point, dt, a.ndim >= 2), shift(b, b_zero_point, dt, False))
     return y.astype(np.int32)
 
 
-@CPU.kernel("QLinearMatMul", since=10)
+@CPU.kernel("MatMulInteger", since=10, threads=True)
+class MatMulInteger:
+    def __init__(self, node: NodeInfo) -> None:
+        self.packed = igemm.prepack(node, 1, 3)
+
+    def __call__(self, a: np.ndarray, b: np.ndarray, a_zero_point: np.ndarray | None = None,
+                 b_zero_point: np.ndarray | None = None, *, ctx: Any = None) -> np.ndarray:
+        if self.packed is not None and igemm.usable(a, a_zero_point):
+            return igemm.product(a, a_zero_point, self.packed, igemm.Epilogue.raw(),
+                                 pool_of(ctx))
+        return matmul_integer(a, b, a_zero_point, b_zero_point)
+
+
+@CPU.kernel("QLinearMatMul", since=10, threads=True)
+class QLinearMatMul:
+    def __init__(self, node: NodeInfo) -> None:
+        dt = igemm.out_dtype(node, np.uint8)
+        self.packed = igemm.prepack(node, 3, 5, warm=igemm.Epilogue(igemm.MODE_QUANT, dt)) \
+            if dt in igemm._Q8 else None
+
+    def __call__(self, a: np.ndarray, a_scale: np.ndarray, a_zero_point: np.ndarray,
+                 b: np.ndarray, b_scale: np.ndarray, b_zero_point: np.ndarray,
+                 y_scale: np.ndarray, y_zero_point: np.ndarray, *, ctx: Any = None
+                 ) -> np.ndarray:
+        pb = self.packed
+        if (pb is not None and igemm.usable(a, a_zero_point) and np.size(a_scale) == 1
+                and np.size(y_scale) == 1 and np.size(y_zero_point) == 1
+                and np.asarray(y_zero_point).dtype in igemm._Q8):
+            sa = float_of(np.asarray(a_scale)).astype(_F32)
+            sb = float_of(np.asarray(b_scale)).astype(_F32)
+            sy = float_of(np.asarray(y_scale)).astype(_F32)
+            dt = np.asarray(y_zero_point).dtype
+            epi = igemm.Epilogue(igemm.MODE_QUANT, dt, scale=sa * sb / sy, per_col=True,
+                                 zp=float(np.asarray(y_zero_point).reshape(())),
+                                 qrange=int_range(dt))
+            return igemm.product(a, a_zero_point, pb, epi, pool_of(ctx))
+        return qlinear_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale,
+                              y_zero_point)
+
+
 def qlinear_matmul(a: np.ndarray, a_scale: np.ndarray, a_zero_point: np.ndarray,
                    b: np.ndarray, b_scale: np.ndarray, b_zero_point: np.ndarray,
                    y_scale: np.ndarray, y_zero_point: np.ndarray) -> np.ndarray:
+    """The NumPy path: exact sums in a float BLAS product, then requantized."""
     out_dt = y_zero_point.dtype
     if is_float_q(a.dtype) or is_float_q(b.dtype) or is_float_q(out_dt):
         return _qlinear_matmul_float8(a, a_scale, a_zero_point, b, b_scale, b_zero_point,

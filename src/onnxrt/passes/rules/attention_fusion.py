@@ -1,4 +1,4 @@
-"""Multi-head attention into com.microsoft Attention (Q, K, V projected from one input by
+"""The AttentionFusion rule (onnxruntime's name for it): multi-head attention into com.microsoft Attention (Q, K, V projected from one input by
 constant weights: one packed QKV GEMM) or MultiHeadAttention (any Q, K, V).
 
 The pattern, as PyTorch's TorchScript exporter (BERT, GPT-2's attention core) and the dynamo
@@ -23,7 +23,8 @@ import onnx
 from onnx import TensorProto as TP
 from onnx import helper
 
-from onnxrt.passes.graph import MS_DOMAIN, Graph, attr, same_dim
+from onnxrt.ir.graph import MS_DOMAIN, Graph, attr, same_dim
+from onnxrt.passes.registry import EXTENDED, rule
 
 __all__ = ["fuse_attention"]
 
@@ -119,12 +120,9 @@ def _softmax_last(g: Graph, sm: onnx.NodeProto) -> bool:
     return axis in (-1, 3)
 
 
-def fuse_attention(g: Graph) -> bool:
-    changed = False
-    for sm in list(g.nodes):
-        if _is(sm, "Softmax") and _softmax_last(g, sm):
-            changed |= _fuse_one(g, sm)
-    return changed
+@rule("AttentionFusion", EXTENDED, order=210, ops=("Softmax",))
+def fuse_attention(g: Graph, sm: onnx.NodeProto) -> bool:
+    return _is(sm, "Softmax") and _softmax_last(g, sm) and _fuse_one(g, sm)
 
 
 def _fuse_one(g: Graph, sm: onnx.NodeProto) -> bool:
@@ -236,12 +234,10 @@ def _fuse_one(g: Graph, sm: onnx.NodeProto) -> bool:
         if len(ws) == 1:
             w_name, b_name = ws[0], bs[0]
         else:
-            w_name, b_name = g.fresh("qkv_weight"), g.fresh("qkv_bias")
-            # the weights are concatenated by a Concat node the planner folds at session
-            # creation (cheaper than writing a new initializer into the model)
-            new_nodes += [helper.make_node("Concat", ws, [w_name], name=w_name, axis=1),
-                          helper.make_node("Concat", bs, [b_name], name=b_name, axis=0)]
-            g.deferred.update((w_name, b_name))
+            w_name = g.add_const(np.concatenate([g.const(w) for w in ws], axis=1),
+                                 "qkv_weight")
+            b_name = g.add_const(np.concatenate([g.const(b) for b in bs], axis=0),
+                                 "qkv_bias")
         sizes = [nq * hq, nk * hk, nv * hv]
         att = helper.make_node(
             "Attention", [x, w_name, b_name] + (["", "", mask] if mask else []),
@@ -390,8 +386,8 @@ def _packed_projection(g: Graph, q: str, k: str, v: str, users: list[onnx.NodePr
             return None
         bv = g.const(b)
         w_shape = g.shape(mm.input[1])
-        if bv is None or bv.ndim != 1 or bv.dtype != np.float32 or not g.is_const(
-                mm.input[1]) or w_shape is None or len(w_shape) != 2 or \
+        if bv is None or bv.ndim != 1 or bv.dtype != np.float32 or g.const(
+                mm.input[1]) is None or w_shape is None or len(w_shape) != 2 or \
                 w_shape[1] != bv.shape[0] or g.elem_type(mm.input[1]) != TP.FLOAT:
             return None
         xs.add(mm.input[0])
@@ -431,7 +427,7 @@ def _split_projection(g: Graph, q: str, k: str, v: str, users: list[onnx.NodePro
     else:
         return None
     bv, ws = g.const(b), g.shape(mm.input[1])
-    if bv is None or bv.ndim != 1 or bv.dtype != np.float32 or not g.is_const(mm.input[1]) \
+    if bv is None or bv.ndim != 1 or bv.dtype != np.float32 or g.const(mm.input[1]) is None \
             or ws is None or len(ws) != 2 or ws[1] != bv.shape[0] or bv.shape[0] % 3 or \
             g.rank(mm.input[0]) != 3 or g.elem_type(mm.input[1]) != TP.FLOAT:
         return None

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from onnxrt.partition.capability import Capability
-from onnxrt.partition.view import GraphView, NodeView
+from onnxrt.framework.capability import Capability
+from onnxrt.framework.graph_view import GraphView, NodeView
 
 __all__ = ["group_nodes"]
 

@@ -10,40 +10,10 @@ import onnx
 
 from onnxrt.ir.attrs import attribute_value
 from onnxrt.ir.dtypes import type_string
+from onnxrt.ir.walk import graph_free_names, node_reads
 
-__all__ = ["NodeView", "GraphView", "ValueInfo", "node_reads", "graph_free_names"]
-
-
-def graph_free_names(graph: onnx.GraphProto | Any, defined: Any = ()) -> list[str]:
-    """Names a graph (or a list of nodes) reads without defining them, in first-use order."""
-    if isinstance(graph, onnx.GraphProto):
-        nodes = graph.node
-        known = set(defined)
-        known.update(i.name for i in graph.input)
-        known.update(t.name for t in graph.initializer)
-        known.update(t.values.name for t in graph.sparse_initializer)
-    else:
-        nodes = graph
-        known = set(defined)
-    free: dict[str, None] = {}
-    for node in nodes:
-        for name in node_reads(node):
-            if name and name not in known:
-                free.setdefault(name, None)
-        known.update(o for o in node.output if o)
-    return list(free)
-
-
-def node_reads(node: onnx.NodeProto) -> list[str]:
-    """A node's inputs plus the outer values its subgraphs read."""
-    reads = list(node.input)
-    for a in node.attribute:
-        if a.type == onnx.AttributeProto.GRAPH:
-            reads.extend(graph_free_names(a.g))
-        elif a.type == onnx.AttributeProto.GRAPHS:
-            for g in a.graphs:
-                reads.extend(graph_free_names(g))
-    return reads
+__all__ = ["NodeView", "GraphView", "ValueInfo", "ValueInfos", "node_reads",
+           "graph_free_names"]
 
 
 _TENSOR_TYPES: dict[int, str] = {}
@@ -79,6 +49,40 @@ class ValueInfo:
         return cls(name, type_string(tp), shape, elem)
 
 
+class ValueInfos(dict):
+    """ValueInfo by value name, each made from the graph's types when first asked for (a
+    provider that never looks at types costs nothing per value)."""
+
+    def __init__(self, types: dict[str, Any]) -> None:
+        super().__init__()
+        self._types = types
+
+    def __missing__(self, name: str) -> ValueInfo:
+        v = self[name] = ValueInfo.from_type(name, self._types.get(name))
+        return v
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._types or dict.__contains__(self, name)
+
+    def get(self, name: str, default: Any = None) -> Any:   # type: ignore[override]
+        return self[name] if name in self else default
+
+    def keys(self) -> Any:      # type: ignore[override]
+        return self._types.keys()
+
+    def __iter__(self) -> Any:
+        return iter(self._types)
+
+    def __len__(self) -> int:
+        return len(self._types)
+
+    def items(self) -> Any:     # type: ignore[override]
+        return ((k, self[k]) for k in self._types)
+
+    def values(self) -> Any:    # type: ignore[override]
+        return (self[k] for k in self._types)
+
+
 @dataclass(frozen=True, eq=False)
 class NodeView:
     """One node as providers see it. ``id`` is unique within the model (all graphs)."""
@@ -93,9 +97,20 @@ class NodeView:
     since_version: int
     graph: str                       # "main", or the path of a nested graph
     proto: onnx.NodeProto = field(repr=False)
-    input_info: tuple[ValueInfo, ...] = field(default=(), repr=False)
-    output_info: tuple[ValueInfo, ...] = field(default=(), repr=False)
     host_inputs: frozenset[int] = frozenset()
+    # the value infos of the node's graph, read when a provider asks (ValueInfos)
+    values: Any = field(default=None, repr=False)
+    read_names: tuple[str, ...] | None = field(default=None, repr=False)
+
+    @property
+    def input_info(self) -> tuple[ValueInfo, ...]:
+        vals = self.values
+        return () if vals is None else tuple(vals[x] for x in self.inputs)
+
+    @property
+    def output_info(self) -> tuple[ValueInfo, ...]:
+        vals = self.values
+        return () if vals is None else tuple(vals[x] for x in self.outputs)
 
     @property
     def attributes(self) -> dict[str, Any]:
@@ -121,6 +136,8 @@ class NodeView:
     @property
     def reads(self) -> tuple[str, ...]:
         """Every value the node reads: its inputs and what its subgraphs read from outside."""
+        if self.read_names is not None:
+            return self.read_names
         return tuple(node_reads(self.proto))
 
     @property
@@ -144,7 +161,8 @@ class GraphView:
                  graph_inputs: list[str], graph_outputs: list[str],
                  initializers: dict[str, Any], value_info: dict[str, ValueInfo],
                  opsets: dict[str, int], provider: str = "",
-                 decline: Callable[[NodeView, str, str], None] | None = None) -> None:
+                 decline: Callable[[NodeView, str, str], None] | None = None,
+                 kernel_lookup: Callable[[str, str, int], Any] | None = None) -> None:
         self.name = name
         self.nodes = list(nodes)
         self._all = all_nodes
@@ -156,6 +174,9 @@ class GraphView:
         self.opsets = dict(opsets)
         self._provider = provider
         self._decline = decline
+        # (domain, op_type, since_version) -> the asking provider's KernelDef or None
+        # (onnxruntime hands GetCapability a kernel lookup beside the graph viewer)
+        self.kernel_lookup = kernel_lookup
         self._producer: dict[str, NodeView] = {}
         self._consumers: dict[str, list[NodeView]] = {}
         for n in all_nodes:

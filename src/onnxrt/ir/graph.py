@@ -1,14 +1,30 @@
-"""A small editable view of a model's main graph for the passes.
+"""The one in-memory graph a session builds from its model and hands from stage to stage.
 
-Nodes stay ``onnx.NodeProto``; constants are NumPy arrays keyed by value name (initializers
-that are not graph inputs, Constant nodes and values folded by a pass). Use-def maps are
-rebuilt lazily after each edit, so a pass edits freely and asks again.
+Built once after loading (``Graph(model)``), typed once by shape inference
+(``ir.shapes.infer_types``), rewritten in place by the passes, annotated by partitioning
+(``placement``: node -> provider and kernel; fused nodes and device copies are nodes of it)
+and turned into a plan by the planner. ``to_model()`` serializes it (the optimized model a
+session writes, ``onnxrt inspect``).
+
+Nodes stay ``onnx.NodeProto`` (nested graphs stay ``onnx.GraphProto`` inside them);
+constants are NumPy arrays keyed by value name (initializers that are not graph inputs,
+Constant nodes and values folded by a pass), initializers as loaded are read only when
+asked. Use-def maps are rebuilt lazily after each edit, so a pass edits freely and asks
+again.
+
+Why not onnx_ir's ``ir.Model`` (docs/architecture.md has the numbers):
+``onnx_ir.serde.deserialize_model`` takes 2.2 s for a chain of 100,000 nodes, about half of
+what onnxruntime takes to create that whole session, and serializing it back for ONNX shape
+inference 1.1 s more, while the NodeProtos as parsed cost nothing to keep; kernels,
+compile-based providers and the views providers see are written against
+``onnx.NodeProto``/``TypeProto``, so every node would be converted back as well.
 """
 
 from __future__ import annotations
 
 import itertools
-from typing import Any, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
 
 import numpy as np
 import onnx
@@ -16,7 +32,8 @@ from onnx import AttributeProto, helper, numpy_helper
 
 from onnxrt.ir.attrs import attribute_value, tensor_to_array
 
-__all__ = ["Graph", "MS_DOMAIN", "attr", "same_dim", "same_shape", "subgraph_reads"]
+__all__ = ["Graph", "SubGraph", "NodeMeta", "MS_DOMAIN", "attr", "same_dim", "same_shape",
+           "subgraph_reads", "const_type"]
 
 MS_DOMAIN = "com.microsoft"
 
@@ -58,19 +75,67 @@ def subgraph_reads(node: onnx.NodeProto) -> set[str]:
     return out
 
 
-class Graph:
-    """The main graph of a model, editable by passes."""
+@dataclass(eq=False)
+class NodeMeta:
+    """What partitioning writes on a node for the planner to read."""
 
-    def __init__(self, model: onnx.ModelProto) -> None:
+    provider: Any = None        # the ExecutionProvider that runs the node
+    kernel: Any = None          # its KernelDef (None: a fused node, a copy, a function call)
+    fused: Any = None           # a fused node: the FusedSubgraph its provider compiled
+    compiled: Any = None        # a fused node: the callable the provider returned
+    device: Any = None          # a copy node: the device it copies to
+    source: Any = None          # a copy node: the device it copies from
+    # a node with subgraphs: outer values its subgraphs read, by name, from copies of them
+    implicit: dict[str, str] = field(default_factory=dict)
+
+
+class SubGraph:
+    """A nested graph (an If branch, a Loop or Scan body) as the stages after the passes see
+    it: its own node list, which partitioning edits (copies, fused nodes), its inputs,
+    outputs (renamed where partitioning copies a result back to the host), constants and the
+    types shape inference wrote into it."""
+
+    def __init__(self, proto: onnx.GraphProto, name: str) -> None:
+        self.proto = proto
+        self.name = name
+        # copies: partitioning renames inputs to copy nodes, which the proto (read by the
+        # outer graph for what the subgraph needs from outside) must not see
+        self.nodes: list[onnx.NodeProto] = [_copy(n) for n in proto.node]
+        self.inputs = list(proto.input)
+        self.outputs = [_copy_vi(vi) for vi in proto.output]
+        self.sparse_initializers = list(proto.sparse_initializer)
+        self._consts = {t.name: t for t in proto.initializer}
+        self.types: dict[str, onnx.TypeProto] = {}
+        for vi in itertools.chain(proto.input, proto.value_info, proto.output):
+            if vi.HasField("type"):
+                self.types[vi.name] = vi.type
+
+    def constant_values(self) -> dict[str, Any]:
+        return dict(self._consts)
+
+
+def _copy_vi(vi: onnx.ValueInfoProto) -> onnx.ValueInfoProto:
+    c = onnx.ValueInfoProto()
+    c.CopyFrom(vi)
+    return c
+
+
+class Graph:
+    """The main graph of a model, editable by passes, annotated by partitioning."""
+
+    def __init__(self, model: onnx.ModelProto, copy: bool = True) -> None:
+        """``copy``: the passes edit nodes in place; False when the caller's model is the
+        session's own copy (the loader's), never shown to anyone else."""
         self.model = model
         g = model.graph
+        self.name = g.name
         self.opsets = {("" if d.domain == "ai.onnx" else d.domain): d.version
                        for d in model.opset_import}
         self.opset = self.opsets.get("", 1)
         self.input_names = {i.name for i in g.input}
         self.output_names = [o.name for o in g.output]
         # copies: passes edit nodes in place, and the caller's model must stay as it was
-        self.nodes: list[onnx.NodeProto] = [_copy(n) for n in g.node]
+        self.nodes: list[onnx.NodeProto] = [_copy(n) for n in g.node] if copy else list(g.node)
         self._init_protos = {t.name: t for t in g.initializer}
         # initializers that are also graph inputs may be overridden (IR >= 4): never
         # constants; before IR 4 every initializer had to be listed as an input
@@ -79,18 +144,24 @@ class Graph:
         self.consts: dict[str, np.ndarray] = {}
         self._lazy: dict[str, onnx.TensorProto] = {
             n: t for n, t in self._init_protos.items() if n not in self.overridable}
-        self.deferred: set[str] = set()   # constant, folded by the planner (large values)
+        # constant folding's evaluator, given by the session: (node, input values, input
+        # types) -> output values or None (passes/constant_folding.py)
+        self.evaluate: Callable[..., list[Any] | None] | None = None
+        self.folded: list[str] = []        # nodes constant folding replaced, by name
         self.types: dict[str, onnx.TypeProto] = {}
         for vi in itertools.chain(g.input, g.output, g.value_info):
             if vi.HasField("type"):
                 self.types[vi.name] = vi.type
         self.has_subgraphs = False
+        # node annotations (id of the node -> (node, meta)): nodes of nested graphs too
+        self._meta: dict[int, tuple[onnx.NodeProto, NodeMeta]] = {}
+        self._subgraphs: dict[tuple[int, str, int], tuple[onnx.NodeProto, SubGraph]] = {}
         self._names = itertools.count()
         self._dirty = True
 
     # -- constants ------------------------------------------------------------------------
     def is_const(self, name: str) -> bool:
-        return (name in self.consts or name in self._lazy or name in self.deferred
+        return (name in self.consts or name in self._lazy
                 or self._const_node(name) is not None)
 
     def const(self, name: str) -> np.ndarray | None:
@@ -295,10 +366,78 @@ class Graph:
         if domain not in self.opsets:
             self.opsets[domain] = version
 
+    # -- annotations ------------------------------------------------------------------
+    def annotate(self, node: onnx.NodeProto, **fields: Any) -> NodeMeta:
+        """The node's annotations, created on first use, with ``fields`` set."""
+        entry = self._meta.get(id(node))
+        if entry is None or entry[0] is not node:
+            entry = self._meta[id(node)] = (node, NodeMeta())
+        for k, v in fields.items():
+            setattr(entry[1], k, v)
+        return entry[1]
+
+    def meta(self, node: onnx.NodeProto) -> NodeMeta | None:
+        entry = self._meta.get(id(node))
+        return entry[1] if entry is not None and entry[0] is node else None
+
+    def subgraph(self, node: onnx.NodeProto, attr_name: str, k: int | None,
+                 proto: onnx.GraphProto, name: str) -> SubGraph:
+        """The SubGraph of a graph attribute of ``node`` (``k``: the position in a GRAPHS
+        attribute), made on first use; ``name`` labels it (its path)."""
+        key = (id(node), attr_name, -1 if k is None else k)
+        entry = self._subgraphs.get(key)
+        if entry is None or entry[0] is not node:
+            entry = self._subgraphs[key] = (node, SubGraph(proto, name))
+        return entry[1]
+
+    # -- what later stages read ------------------------------------------------------
+    @property
+    def inputs(self) -> list[onnx.ValueInfoProto]:
+        """The graph inputs (overridable initializers among them)."""
+        return list(self.model.graph.input)
+
+    @property
+    def outputs(self) -> list[onnx.ValueInfoProto]:
+        return list(self.model.graph.output)
+
+    def constant_values(self) -> dict[str, Any]:
+        """Every constant the nodes read, by name: initializers as loaded (TensorProto, read
+        by the caller when needed), overridable ones included, and values the passes made
+        (ndarray). Unread initializers are left out."""
+        self._index()
+        used = set(self._cons) | set(self.output_names)
+        out: dict[str, Any] = {}
+        for name, t in self._init_protos.items():
+            if name in self.overridable or (name in used and name not in self._prod):
+                out[name] = t
+        for name, v in self.consts.items():
+            if (name in used and name not in self._prod and name not in self._init_protos
+                    and name not in self.input_names):
+                out[name] = v
+        return out
+
+    def prune_consts(self) -> None:
+        """Drop the arrays no node reads any more (weights a fusion rewrote, initializers
+        read by a pass): the session keeps its graph as long as it lives."""
+        self._index()
+        for name in [n for n in self.consts if n not in self._cons
+                     and n not in self.output_names and n not in self.overridable]:
+            del self.consts[name]
+
+    @property
+    def sparse_initializers(self) -> list[onnx.SparseTensorProto]:
+        return list(self.model.graph.sparse_initializer)
+
+    def as_model_for_inference(self) -> onnx.ModelProto:
+        """The model as loaded (shape inference runs on the graph before any pass)."""
+        return self.model
+
     # -- output ---------------------------------------------------------------------------
     def to_model(self) -> onnx.ModelProto:
         """A new ModelProto: the edited nodes, initializers still read, value infos kept for
-        surviving values, opset imports for domains the fusions introduced."""
+        surviving values, opset imports for domains the fusions introduced. FusedConv nodes
+        whose activation onnxruntime's FusedConv lacks (HardSwish, Silu) are written as a
+        FusedConv and the activation's nodes, so the file loads in onnxruntime too."""
         self._index()
         m = onnx.ModelProto()
         g0 = self.model.graph
@@ -306,7 +445,7 @@ class Graph:
         g = onnx.GraphProto()
         g.name = g0.name
         g.doc_string = g0.doc_string
-        g.node.extend(self.nodes)
+        g.node.extend(_onnxruntime_form(self.nodes, self.fresh))
         legacy = self.model.ir_version < 4   # initializers must be listed as inputs
         dropped = set()
         for name, t in self._init_protos.items():   # originals: kept as they were
@@ -356,6 +495,38 @@ class Graph:
         return m
 
 
+# FusedConv activations onnxrt's kernel applies but onnxruntime's FusedConv refuses:
+# written as FusedConv without an activation and the activation's own nodes after it
+_NOT_IN_ONNXRUNTIME = ("HardSwish", "Silu")
+
+
+def _onnxruntime_form(nodes: list[onnx.NodeProto], fresh: Callable[[str], str]
+                      ) -> list[onnx.NodeProto]:
+    """The nodes as a model file holds them: loadable by onnxruntime as well."""
+    out: list[onnx.NodeProto] = []
+    for n in nodes:
+        act = attr(n, "activation") if n.op_type == "FusedConv" and \
+            n.domain == MS_DOMAIN else None
+        if act not in _NOT_IN_ONNXRUNTIME:
+            out.append(n)
+            continue
+        conv = _copy(n)
+        del conv.attribute[:]
+        conv.attribute.extend(a for a in n.attribute
+                              if a.name not in ("activation", "activation_params"))
+        y = n.output[0]
+        t = fresh(y + "_conv")
+        conv.output[0] = t
+        out.append(conv)
+        if act == "HardSwish":
+            out.append(helper.make_node("HardSwish", [t], [y], name=fresh(y + "_hardswish")))
+        else:
+            s = fresh(y + "_sigmoid")
+            out += [helper.make_node("Sigmoid", [t], [s], name=s),
+                    helper.make_node("Mul", [t, s], [y], name=fresh(y + "_silu"))]
+    return out
+
+
 def _copy(n: onnx.NodeProto) -> onnx.NodeProto:
     c = onnx.NodeProto()
     c.CopyFrom(n)
@@ -370,3 +541,17 @@ def _to_tensor(v: np.ndarray, name: str) -> onnx.TensorProto:
                                     .reshape(v.shape), name)
         return t
     return numpy_helper.from_array(v, name)
+
+
+def const_type(v: Any) -> onnx.TypeProto:
+    """The tensor type of a constant: a TensorProto as loaded or an ndarray."""
+    if isinstance(v, onnx.TensorProto):
+        return helper.make_tensor_type_proto(v.data_type, list(v.dims))
+    v = np.asarray(v)
+    if v.dtype == object:
+        return helper.make_tensor_type_proto(onnx.TensorProto.STRING, v.shape)
+    try:
+        return helper.make_tensor_type_proto(helper.np_dtype_to_tensor_dtype(v.dtype),
+                                             v.shape)
+    except Exception:   # a dtype without an ONNX element type: type unknown
+        return onnx.TypeProto()

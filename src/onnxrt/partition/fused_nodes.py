@@ -1,0 +1,75 @@
+"""A compile-based provider's group of nodes becomes one fused node of the graph: the group
+handed to the provider's ``compile`` as a standalone model, the callable it returns kept in
+the node's annotations for the planner."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import onnx
+from onnx import helper
+
+from onnxrt.errors import EPFail
+from onnxrt.framework.fused import FusedSubgraph, PerShapeCompile
+from onnxrt.ir.attrs import constant_node_value, tensor_to_array
+from onnxrt.ir.graph import Graph, SubGraph
+from onnxrt.ir.walk import node_reads
+
+__all__ = ["fuse_group", "FUSED_DOMAIN"]
+
+FUSED_DOMAIN = "onnxrt.fused"
+
+
+def _constants(g: Graph | SubGraph) -> dict[str, Any]:
+    """Values known now that a group may read: the graph's constants and Constant nodes."""
+    out: dict[str, Any] = {}
+    for name, v in g.constant_values().items():
+        out[name] = tensor_to_array(v) if isinstance(v, onnx.TensorProto) else v
+    for n in g.nodes:
+        if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and n.output:
+            try:
+                out[n.output[0]] = constant_node_value(n)
+            except Exception:
+                continue
+    return out
+
+
+def fuse_group(root: Graph, g: Graph | SubGraph, grp: Any, members: list[onnx.NodeProto],
+               types: dict[str, Any], opsets: dict[str, int]) -> onnx.NodeProto:
+    """Replace ``members`` (the nodes of ``grp`` in ``g``) by one fused node, compiled by
+    the group's provider; annotations go to ``root``."""
+    ep = grp.provider
+    ids = {id(m) for m in members}
+    used_outside: set[str] = {vi.name for vi in g.outputs}
+    for n in g.nodes:
+        if id(n) not in ids:
+            used_outside.update(node_reads(n))
+    produced = {o for m in members for o in m.output if o}
+    out_names = [o for m in members for o in m.output if o and o in used_outside]
+    reads = list(dict.fromkeys(r for m in members for r in node_reads(m)
+                               if r and r not in produced))
+    known = _constants(g)
+    in_names = [r for r in reads if r not in known]
+    consts = {r: known[r] for r in reads if r in known}
+    fused = FusedSubgraph(grp.name, ep.name, members, in_names, out_names, consts,
+                          dict(opsets), types, g.name)
+    try:
+        fn = PerShapeCompile(ep, fused) if ep.compile_per_shape else ep.compile(fused)
+    except Exception as e:
+        raise EPFail(f"{ep.name} failed to compile fused node {grp.name!r} "
+                     f"({len(members)} nodes): {type(e).__name__}: {e}") from e
+    node = helper.make_node(f"{ep.name}_fused", in_names, out_names, name=grp.name,
+                            domain=FUSED_DOMAIN)
+    first = next(n for n in g.nodes if id(n) in ids)
+    if isinstance(g, Graph):
+        g.replace(members, node, first)
+    else:
+        out = []
+        for n in g.nodes:
+            if n is first:
+                out.append(node)
+            if id(n) not in ids:
+                out.append(n)
+        g.nodes = out
+    root.annotate(node, provider=ep, fused=fused, compiled=fn)
+    return node

@@ -1,0 +1,305 @@
+"""The compiled integer products (providers/cpu/quant/igemm.py) behind QLinearConv,
+ConvInteger, MatMulInteger, QLinearMatMul and the com.microsoft quantized products, against
+exact integer NumPy formulas: int64 sums of the zero-point-shifted operands, then
+onnxruntime's requantization (float32(acc + bias) * float32 multiplier, rounded half to
+even, plus the zero point, saturated). onnxruntime itself is not the oracle for u8s8 here:
+on CPUs without VNNI its kernels saturate int16 pair sums."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper as oh
+from onnx import numpy_helper
+
+import onnxrt
+from onnxrt.providers.cpu.quant import igemm
+
+pytestmark = pytest.mark.skipif(igemm.kernels() is None,
+                                reason="numba missing or disabled: the compiled path is off")
+
+RNG = np.random.default_rng(7)
+_F32 = np.float32
+
+
+def _et(dt):
+    return oh.np_dtype_to_tensor_dtype(np.dtype(dt))
+
+
+def _session(op, ins, inits, out, attrs, domain="", free=False):
+    """One-node model: ``ins`` (name, array) graph inputs (of free shape with ``free``),
+    ``inits`` constants."""
+    node = oh.make_node(op, [n for n, _ in ins + inits], [out[0]], domain=domain, **attrs)
+    g = oh.make_graph([node], "g",
+                      [oh.make_tensor_value_info(n, _et(a.dtype), None if free else a.shape)
+                       for n, a in ins],
+                      [oh.make_tensor_value_info(out[0], _et(out[1]), None)],
+                      initializer=[numpy_helper.from_array(np.asarray(a), n) for n, a in inits])
+    ops = [oh.make_opsetid("", 21)] + ([oh.make_opsetid(domain, 1)] if domain else [])
+    m = oh.make_model(g, opset_imports=ops, ir_version=10)
+    return onnxrt.InferenceSession(m.SerializeToString())
+
+
+def _q(shape, dt):
+    info = np.iinfo(dt)
+    return RNG.integers(info.min, info.max + 1, size=shape).astype(dt)
+
+
+def _requant(acc, mult, zp, dt):
+    v = np.rint(acc.astype(_F32) * mult.astype(_F32)) + _F32(zp)
+    info = np.iinfo(dt)
+    return np.clip(v, info.min, info.max).astype(dt)
+
+
+def _conv_ref(x, xz, w, wz, group, strides, pads, dil):
+    """Exact int64 conv of (x - xz) and (w - wz), NCHW, pads [top, left, bottom, right]."""
+    n, c, hh, ww = x.shape
+    m, cg, kh, kw = w.shape
+    xs = np.pad(x.astype(np.int64) - xz, [(0, 0), (0, 0), (pads[0], pads[2]),
+                                          (pads[1], pads[3])])
+    ws = w.astype(np.int64) - np.asarray(wz, np.int64).reshape(-1, 1, 1, 1)
+    oh_ = (xs.shape[2] - (kh - 1) * dil[0] - 1) // strides[0] + 1
+    ow_ = (xs.shape[3] - (kw - 1) * dil[1] - 1) // strides[1] + 1
+    out = np.zeros((n, m, oh_, ow_), np.int64)
+    mg = m // group
+    for i in range(kh):
+        for j in range(kw):
+            patch = xs[:, :, i * dil[0]: i * dil[0] + (oh_ - 1) * strides[0] + 1: strides[0],
+                       j * dil[1]: j * dil[1] + (ow_ - 1) * strides[1] + 1: strides[1]]
+            for g in range(group):
+                out[:, g * mg:(g + 1) * mg] += np.einsum(
+                    "nchw,mc->nmhw", patch[:, g * cg:(g + 1) * cg], ws[g * mg:(g + 1) * mg, :,
+                                                                      i, j])
+    return out
+
+
+CONVS = [
+    # (N, C, H, W), (M, kh, kw), group, strides, pads, dilations
+    ((1, 3, 9, 11), (8, 3, 3), 1, (1, 1), (1, 1, 1, 1), (1, 1)),
+    ((2, 16, 7, 7), (20, 1, 1), 1, (1, 1), (0, 0, 0, 0), (1, 1)),
+    ((1, 5, 12, 10), (6, 3, 2), 1, (2, 3), (2, 0, 1, 1), (2, 1)),
+    ((1, 8, 9, 9), (8, 3, 3), 8, (1, 1), (1, 1, 1, 1), (1, 1)),        # depthwise
+    ((1, 4, 10, 13), (8, 3, 3), 4, (2, 2), (1, 1, 1, 1), (1, 1)),      # depthwise, 2 each
+    ((1, 6, 11, 8), (9, 3, 3), 3, (1, 2), (0, 1, 2, 0), (1, 2)),       # grouped
+    ((1, 40, 6, 6), (36, 3, 3), 1, (1, 1), (1, 1, 1, 1), (1, 1)),      # K = 360: several pairs
+]
+
+
+@pytest.mark.parametrize("xdt,wdt", [(np.uint8, np.int8), (np.int8, np.int8),
+                                     (np.uint8, np.uint8)])
+@pytest.mark.parametrize("case", range(len(CONVS)))
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_qlinear_conv_exact(case, xdt, wdt, per_channel):
+    xs, (m, kh, kw), group, strides, pads, dil = CONVS[case]
+    c = xs[1]
+    x = _q(xs, xdt)
+    w = _q((m, c // group, kh, kw), wdt)
+    wz = _q((m,) if per_channel else (), wdt)
+    ws = (RNG.random((m,) if per_channel else ()) * 0.02 + 0.001).astype(_F32)
+    xz, yz = _q((), xdt), _q((), xdt)
+    xsc, ysc = _F32(0.05), _F32(0.7)
+    b = RNG.integers(-20000, 20000, m).astype(np.int32)
+    sess = _session("QLinearConv", [("x", x)],
+                    [("xs", np.array(xsc)), ("xz", xz), ("w", w), ("ws", ws), ("wz", wz),
+                     ("ys", np.array(ysc)), ("yz", yz), ("b", b)], ("y", xdt),
+                    dict(group=group, strides=list(strides), pads=list(pads),
+                         dilations=list(dil), kernel_shape=[kh, kw]))
+    y = sess.run(None, {"x": x})[0]
+    acc = _conv_ref(x, int(xz), w, wz, group, strides, pads, dil) + b.reshape(1, -1, 1, 1)
+    mult = (xsc * ws / ysc).astype(_F32).reshape((1, -1, 1, 1) if per_channel else ())
+    ref = _requant(acc, mult, yz, xdt)
+    assert y.dtype == ref.dtype and y.shape == ref.shape
+    np.testing.assert_array_equal(y, ref)
+
+
+def test_qlinear_conv_saturation_and_ties():
+    """Multiplier 0.5 on odd sums: exact .5 values round half to even; big sums saturate
+    to both ends of the output range."""
+    x = np.full((1, 2, 4, 4), 255, np.uint8)
+    x[0, 1] = 0
+    x[0, 0, 0, 0] = 1
+    w = np.zeros((3, 2, 1, 1), np.int8)
+    w[0, 0] = 1        # x itself (with zero points 0): odd and even values
+    w[1, 0] = 127      # 255 * 127: saturates high
+    w[2, 0] = -128     # saturates low
+    sess = _session("QLinearConv", [("x", x)],
+                    [("xs", np.array(_F32(1))), ("xz", np.array(0, np.uint8)), ("w", w),
+                     ("ws", np.array(_F32(0.5))), ("wz", np.array(0, np.int8)),
+                     ("ys", np.array(_F32(1))), ("yz", np.array(3, np.uint8))], ("y", np.uint8),
+                    {})
+    y = sess.run(None, {"x": x})[0]
+    # 1 * 0.5 = 0.5 -> 0, 255 * 0.5 = 127.5 -> 128, plus the zero point 3
+    assert y[0, 0, 0, 0] == 3 and y[0, 0, 0, 1] == 131
+    # 127 * 1 * 0.5 = 63.5 -> 64 (+ 3); 127 * 255 saturates high, -128 * 255 low
+    assert y[0, 1, 0, 0] == 67 and (y[0, 1].reshape(-1)[1:] == 255).all()
+    assert y[0, 2, 0, 0] == 0 and (y[0, 2].reshape(-1)[1:] == 0).all()
+
+
+@pytest.mark.parametrize("xdt,wdt", [(np.uint8, np.int8), (np.int8, np.uint8)])
+def test_conv_integer_exact(xdt, wdt):
+    x = _q((2, 6, 8, 7), xdt)
+    w = _q((10, 3, 3, 3), wdt)
+    xz, wz = _q((), xdt), _q((10,), wdt)
+    sess = _session("ConvInteger", [("x", x)], [("w", w), ("xz", xz), ("wz", wz)],
+                    ("y", np.int32), dict(group=2, pads=[1, 0, 1, 2], strides=[1, 2]))
+    y = sess.run(None, {"x": x})[0]
+    ref = _conv_ref(x, int(xz), w, wz, 2, (1, 2), (1, 0, 1, 2), (1, 1))
+    assert y.dtype == np.int32
+    np.testing.assert_array_equal(y, ref)
+
+
+def test_qlinear_conv_1d():
+    x = _q((2, 4, 19), np.uint8)
+    w = _q((5, 4, 3), np.int8)
+    sess = _session("QLinearConv", [("x", x)],
+                    [("xs", np.array(_F32(0.1))), ("xz", np.array(128, np.uint8)), ("w", w),
+                     ("ws", np.array(_F32(0.01))), ("wz", np.array(0, np.int8)),
+                     ("ys", np.array(_F32(0.2))), ("yz", np.array(100, np.uint8))],
+                    ("y", np.uint8), dict(pads=[2, 1], strides=[2]))
+    y = sess.run(None, {"x": x})[0]
+    acc = _conv_ref(x[:, :, None], 128, w[:, :, None], np.zeros(5, np.int64), 1, (1, 2),
+                    (0, 2, 0, 1), (1, 1))[:, :, 0]
+    ref = _requant(acc, np.float32(_F32(0.1) * _F32(0.01) / _F32(0.2)), 100, np.uint8)
+    np.testing.assert_array_equal(y, ref)
+
+
+def test_qlinear_conv_bad_channels_keeps_session():
+    w = _q((4, 3, 3, 3), np.int8)
+    sess = _session("QLinearConv", [("x", _q((1, 3, 5, 5), np.uint8))],
+                    [("xs", np.array(_F32(1))), ("xz", np.array(0, np.uint8)), ("w", w),
+                     ("ws", np.array(_F32(1))), ("wz", np.array(0, np.int8)),
+                     ("ys", np.array(_F32(1))), ("yz", np.array(0, np.uint8))],
+                    ("y", np.uint8), {}, free=True)
+    with pytest.raises(Exception, match="channels"):
+        sess.run(None, {"x": _q((1, 4, 5, 5), np.uint8)})
+    assert sess.run(None, {"x": _q((1, 3, 5, 5), np.uint8)})[0].shape == (1, 4, 3, 3)
+
+
+# -- the matrix products ------------------------------------------------------------------
+
+def _mm_ref(a, za, b, zb):
+    return (a.astype(np.int64) - np.asarray(za, np.int64)) @ \
+        (b.astype(np.int64) - np.asarray(zb, np.int64))
+
+
+@pytest.mark.parametrize("adt,bdt", [(np.uint8, np.int8), (np.int8, np.int8),
+                                     (np.uint8, np.uint8), (np.int8, np.uint8)])
+@pytest.mark.parametrize("shape", [(1, 5), (3, 37, 19), (2, 9, 300, 70), (130, 17)])
+def test_matmul_integer_exact(adt, bdt, shape):
+    """M = 1 and M % 4 != 0 (the row tails), K odd (the K-pair padding), N not a multiple
+    of 16 (the panel tails), leading dimensions flattened; per-column B zero points."""
+    k = shape[-1]
+    n = 23 if len(shape) < 4 else shape[-1] // 2
+    a = _q(shape[:-1] + (k,), adt)
+    b = _q((k, n), bdt)
+    za, zb = _q((), adt), _q((n,), bdt)
+    sess = _session("MatMulInteger", [("a", a)], [("b", b), ("za", za), ("zb", zb)],
+                    ("y", np.int32), {})
+    y = sess.run(None, {"a": a})[0]
+    assert y.dtype == np.int32
+    np.testing.assert_array_equal(y, _mm_ref(a, za, b, zb))
+
+
+@pytest.mark.parametrize("ydt", [np.uint8, np.int8])
+@pytest.mark.parametrize("per_col", [False, True])
+def test_qlinear_matmul_exact(ydt, per_col):
+    a = _q((6, 40), np.uint8)
+    b = _q((40, 33), np.int8)
+    n = 33
+    bs = (RNG.random(n if per_col else ()) * 0.01 + 0.002).astype(_F32)
+    bz = _q((n,) if per_col else (), np.int8)
+    asc, ysc = _F32(0.03), _F32(0.05)
+    az, yz = _q((), np.uint8), _q((), ydt)
+    sess = _session("QLinearMatMul", [("a", a)],
+                    [("as", np.array(asc)), ("az", az), ("b", b), ("bs", bs), ("bz", bz),
+                     ("ys", np.array(ysc)), ("yz", yz)], ("y", ydt), {})
+    y = sess.run(None, {"a": a})[0]
+    ref = _requant(_mm_ref(a, az, b, bz), (asc * bs / ysc).astype(_F32), yz, ydt)
+    np.testing.assert_array_equal(y, ref)
+
+
+@pytest.mark.parametrize("out", ["float", "quant"])
+@pytest.mark.parametrize("trans", [(0, 0), (1, 1)])
+def test_qgemm_exact(out, trans):
+    m, k, n = 5, 30, 20
+    a = _q((m, k), np.uint8)
+    b = _q((k, n), np.int8)
+    c = RNG.integers(-5000, 5000, n).astype(np.int32)
+    az, bz = _q((), np.uint8), _q((n,), np.int8)
+    asc, bs = _F32(0.02), (RNG.random(n) * 0.01 + 0.001).astype(_F32)
+    inits = [("as", np.array(asc)), ("az", az), ("b", b.T.copy() if trans[1] else b),
+             ("bs", bs), ("bz", bz), ("c", c)]
+    if out == "quant":
+        inits += [("ys", np.array(_F32(0.4))), ("yz", np.array(9, np.uint8))]
+    a_in = a.T.copy() if trans[0] else a
+    sess = _session("QGemm", [("a", a_in)], inits, ("y", _F32 if out == "float" else np.uint8),
+                    dict(alpha=0.5, transA=trans[0], transB=trans[1]), domain="com.microsoft")
+    y = sess.run(None, {"a": a_in})[0]
+    acc = _mm_ref(a, az, b, bz) + c
+    mult = (_F32(0.5) * asc * bs).astype(_F32)
+    if out == "float":
+        np.testing.assert_array_equal(y, acc.astype(_F32) * mult)
+    else:
+        np.testing.assert_array_equal(y, _requant(acc, (mult / _F32(0.4)).astype(_F32), 9,
+                                                  np.uint8))
+
+
+def test_matmul_integer_to_float_exact():
+    a = _q((2, 7, 50), np.int8)
+    b = _q((50, 18), np.int8)
+    az, bz = _q((), np.int8), _q((18,), np.int8)
+    asc, bs = _F32(0.1), (RNG.random(18) * 0.01).astype(_F32)
+    bias = RNG.standard_normal(18).astype(_F32)
+    sess = _session("MatMulIntegerToFloat", [("a", a)],
+                    [("b", b), ("as", np.array(asc)), ("bs", bs), ("az", az), ("bz", bz),
+                     ("bias", bias)], ("y", _F32), {}, domain="com.microsoft")
+    y = sess.run(None, {"a": a})[0]
+    ref = _mm_ref(a, az, b, bz).astype(_F32) * (asc * bs).astype(_F32) + bias
+    np.testing.assert_array_equal(y, ref)
+
+
+# -- MatMulNBits: its float product against onnxruntime -------------------------------------
+
+@pytest.mark.parametrize("m", [1, 3, 17])
+@pytest.mark.parametrize("bits,block,zp", [(4, 32, "packed"), (4, 16, None), (8, 32, "packed"),
+                                           (2, 16, "packed"), (4, 64, "float")])
+def test_matmul_nbits_compiled(m, bits, block, zp):
+    """Decoding rows (M <= 4: the per-block sums) and prompt rows (dequantized bands and
+    sgemm) with every code width; K not a multiple of the block (a ragged last block)."""
+    from kernels.contrib_oracle import assert_close, both
+
+    k, n = 100, 45
+    kb = -(-k // block)
+    b = _q((n, kb, block * bits // 8), np.uint8)
+    s = (RNG.random((n, kb)) * 0.1 + 0.01).astype(_F32)
+    if zp == "packed":
+        z = _q((n, -(-kb * bits // 8)), np.uint8)
+    elif zp == "float":
+        z = (RNG.random((n, kb)) * (1 << bits)).astype(_F32)
+    else:
+        z = None
+    ins = [("a", RNG.standard_normal((m, k)).astype(_F32)), ("b", b), ("s", s), ("z", z),
+           ("g", None), ("bias", RNG.standard_normal(n).astype(_F32))]
+    assert_close(*both("MatMulNBits", ins, consts=("b", "s", "z"), K=k, N=n, bits=bits,
+                       block_size=block), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("m", [1, 9])
+def test_matmul_nbits_level4_compiled(m):
+    """accuracy_level 4 (int8 activations per block) on both compiled paths: as close to
+    onnxruntime as onnxruntime is to itself in float32, far from the float product."""
+    from kernels.contrib_oracle import both
+
+    k, n, block = 96, 40, 32
+    kb = k // block
+    b = _q((n, kb, 16), np.uint8)
+    s = (RNG.random((n, kb)) * 0.1 + 0.01).astype(_F32)
+    z = _q((n, -(-kb // 2)), np.uint8)
+    ins = [("a", RNG.standard_normal((m, k)).astype(_F32)), ("b", b), ("s", s), ("z", z)]
+    ref, got = both("MatMulNBits", ins, consts=("b", "s", "z"), K=k, N=n, bits=4,
+                    block_size=block, accuracy_level=4)
+    exact = both("MatMulNBits", ins, consts=("b", "s", "z"), K=k, N=n, bits=4,
+                 block_size=block)[1]
+    err_ref = np.abs(ref[0] - exact[0]).max()
+    assert err_ref > 1e-3
+    assert np.abs(got[0] - ref[0]).max() <= 0.05 * err_ref
