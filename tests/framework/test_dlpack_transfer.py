@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 import onnxrt as ort
-from tests.framework.fake_device import FakeDeviceExecutionProvider, FakeTensor
+from framework.fake_device import FakeDeviceExecutionProvider, FakeTensor
 
 
 def test_a_providers_transfer_takes_its_own_tensors():
