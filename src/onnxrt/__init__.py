@@ -43,11 +43,12 @@ from onnxrt.framework.libraries import (register_execution_provider_library,
                                         unregister_execution_provider_library)
 from onnxrt.framework.selection import OrtExecutionProviderDevicePolicy
 from onnxrt.lora import AdapterFormat, LoraAdapter
-from onnxrt.sparse import OrtSparseFormat, SparseTensor
+from onnxrt.framework.sparse import OrtSparseFormat, SparseTensor
 from onnxrt.values import (IOBinding, ModelMetadata, NodeArg, OrtValue, OrtValueVector,
                            SessionIOBinding)
 
-__version__ = "0.1.0"
+from onnxrt.framework.version import __version__
+
 version = __version__
 
 __all__ = [

@@ -10,6 +10,8 @@ from __future__ import annotations
 import enum
 from typing import Any
 
+from onnxrt.framework.allocators import OrtAllocatorType, OrtMemType
+
 __all__ = ["GraphOptimizationLevel", "ExecutionMode", "ExecutionOrder", "SessionOptions",
            "RunOptions", "OrtAllocatorType", "OrtMemType", "check_session_options"]
 
@@ -31,19 +33,6 @@ class ExecutionOrder(enum.IntEnum):
     DEFAULT = 0
     PRIORITY_BASED = 1
     MEMORY_EFFICIENT = 2
-
-
-class OrtAllocatorType(enum.IntEnum):
-    INVALID = -1
-    ORT_DEVICE_ALLOCATOR = 0
-    ORT_ARENA_ALLOCATOR = 1
-
-
-class OrtMemType(enum.IntEnum):
-    CPU_INPUT = -2
-    CPU_OUTPUT = -1
-    CPU = -1
-    DEFAULT = 0
 
 
 class SessionOptions:

@@ -248,14 +248,14 @@ class InferenceSession:
     def get_input_memory_infos(self) -> list[Any]:
         """Where each input is read from (OrtMemoryInfo): the device of the provider whose
         nodes read it straight from there, else the CPU."""
-        from onnxrt.allocators import OrtMemoryInfo
+        from onnxrt.framework.allocators import OrtMemoryInfo
 
         return [OrtMemoryInfo.for_device(self._direct_inputs.get(a.name, CPU_DEVICE))
                 for a in self._inputs]
 
     def get_output_memory_infos(self) -> list[Any]:
         """Where each output is produced (OrtMemoryInfo)."""
-        from onnxrt.allocators import OrtMemoryInfo
+        from onnxrt.framework.allocators import OrtMemoryInfo
 
         devs = self._plan.output_devices
         return [OrtMemoryInfo.for_device(devs[self._output_index[a.name]])
@@ -349,7 +349,7 @@ class InferenceSession:
         sparse become COO SparseTensors of their nonzero entries."""
         v = host_output(self._to_host(v, dev), const_ids)
         if name in self._sparse_outputs and isinstance(v, np.ndarray):
-            from onnxrt.sparse import sparse_from_dense
+            from onnxrt.framework.sparse import sparse_from_dense
 
             return sparse_from_dense(v)
         return v

@@ -206,7 +206,7 @@ def test_big_concat_copies_over_threads_like_numpy(axis, monkeypatch):
     np.testing.assert_array_equal(got, np.concatenate(xs, axis=axis))
     assert used == [2]
     # mixed dtypes are not the split's: np.concatenate's promotion decides
-    assert layout._concat_split([xs[0], xs[0].astype(np.float64)], 1) is None
+    assert layout._concat_split([xs[0], xs[0].astype(np.float64)], 1, ThreadPool(2)) is None
 
 
 @pytest.mark.parametrize("opset,attrs,split,n", [

@@ -330,7 +330,7 @@ def value_from_dlpack(data: Any) -> Any:
 
 def transfer_to_device(arr: Any, device: Device) -> Any:
     """An OrtValue holding ``arr`` copied to ``device`` through a provider on that device."""
-    from onnxrt.values import OrtValue
+    from onnxrt.framework.ortvalue import OrtValue
 
     for dt in _transfers(device.type):
         return OrtValue(dt.to_device(arr, device), device, dt.to_host)

@@ -145,7 +145,7 @@ class TorchTransfer(DataTransfer):
 def ortvalue_from_torch(t: torch.Tensor) -> Any:
     """An OrtValue wrapping torch tensor ``t`` where it lives (no copy): on a GPU as a
     ``cuda:N`` value, on torch's CPU device as a ``torch`` value."""
-    from onnxrt.values import OrtValue
+    from onnxrt.framework.ortvalue import OrtValue
 
     dev = (Device("cuda", t.device.index or 0) if t.device.type == "cuda"
            else Device("torch", 0))
@@ -155,7 +155,7 @@ def ortvalue_from_torch(t: torch.Tensor) -> Any:
 def ortvalue_from_dlpack(data: Any, device: str | None = None) -> Any:
     """An OrtValue from any DLPack producer (a torch/cupy/jax/numpy array or a capsule),
     without copying. Host memory becomes a host (numpy) value unless ``device="torch"``."""
-    from onnxrt.values import OrtValue
+    from onnxrt.framework.ortvalue import OrtValue
 
     t = torch.from_dlpack(data)
     if t.device.type == "cpu" and device != "torch":
