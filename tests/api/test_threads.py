@@ -284,8 +284,8 @@ def test_hot_pool_items_errors_parking_and_allow_spinning(monkeypatch):
     monkeypatch.setattr(hotpool.HotPool, "run", lambda self, n, fn: runs.append(n))
     m = branches_model(2)
     x = rand(256, 64, seed=5)
-    from onnxrt.providers.cpu.nn import jit
-    monkeypatch.setattr(jit, "_GEMM_PAR_MIN", 0)
+    from onnxrt.providers.cpu.nn import conv_jit
+    monkeypatch.setattr(conv_jit, "_GEMM_PAR_MIN", 0)
     for spin in ("1", "0"):
         so = ort.SessionOptions()
         so.intra_op_num_threads = t

@@ -15,7 +15,8 @@ from onnx import TensorProto, helper, numpy_helper
 import onnxrt
 from onnxrt.framework.parallel import ThreadPool
 from onnxrt.providers.cpu import blas
-from onnxrt.providers.cpu.nn import jit
+from onnxrt.providers.cpu.nn import conv_jit, jit
+from onnxrt.providers.cpu.nn.native import Kind
 
 needs_numba = pytest.mark.skipif(not jit.available(), reason="numba is not installed")
 _TYPES = {np.float32: TensorProto.FLOAT, np.float64: TensorProto.DOUBLE,
@@ -89,13 +90,13 @@ CASES = [  # input shape, weight shape, attributes
 @pytest.mark.parametrize("form", ["im2col", "taps"])
 def test_dense_conv_matches_onnxruntime(xs, ws, attrs, spread, form, monkeypatch):
     if spread != "one":         # small shapes: spread them anyway
-        monkeypatch.setattr(jit, "_GEMM_PAR_MIN", 0)
+        monkeypatch.setattr(conv_jit, "_GEMM_PAR_MIN", 0)
     # the compiled conv even for the small 1x1 convs that take one matmul (conv._tiny_1x1)
     from onnxrt.providers.cpu.nn import conv as conv_mod
     monkeypatch.setattr(conv_mod, "_TINY_MACS", 0)
     # the tap-by-tap products (stride 1, dense) for every channel count, or never
-    monkeypatch.setattr(jit, "_TAPS_MIN_C", 1 if form == "taps" else 1 << 30)
-    monkeypatch.setattr(jit, "_TAPS_MAX_M", 1 << 30)
+    monkeypatch.setattr(conv_jit, "_TAPS_MIN_C", 1 if form == "taps" else 1 << 30)
+    monkeypatch.setattr(conv_jit, "_TAPS_MAX_M", 1 << 30)
     used = []
     real = jit._K["taps_conv"] if jit._load() else None
     if real is not None:
@@ -123,8 +124,8 @@ def test_dense_conv_matches_onnxruntime(xs, ws, attrs, spread, form, monkeypatch
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("taps", [False, True])
 def test_fused_conv_epilogue_with_z(act, params, threads, taps, monkeypatch):
-    monkeypatch.setattr(jit, "_GEMM_PAR_MIN", 0)
-    monkeypatch.setattr(jit, "_TAPS_MIN_C", 1 if taps else 1 << 30)
+    monkeypatch.setattr(conv_jit, "_GEMM_PAR_MIN", 0)
+    monkeypatch.setattr(conv_jit, "_TAPS_MIN_C", 1 if taps else 1 << 30)
     xs, ws, attrs = (2, 6, 11, 12), (10, 6, 3, 3), {"pads": [1, 1, 1, 1]}
     rng = np.random.default_rng(3)
     x = rng.standard_normal(xs).astype(np.float32)
@@ -207,7 +208,7 @@ def test_split_runs_on_several_threads(native, monkeypatch):
     probe.close()
     if pool is None or not pool.native:
         pytest.skip("no hot pool with a native serving loop here (numba or BLAS missing)")
-    monkeypatch.setattr(jit, "_GEMM_PAR_MIN", 0)
+    monkeypatch.setattr(conv_jit, "_GEMM_PAR_MIN", 0)
     if not native:      # the sessions' own pools: no native serving loop
         monkeypatch.setattr(hotpool, "_NATIVE", [])
     seen: set[int] = set()
@@ -256,7 +257,7 @@ def test_split_runs_on_several_threads(native, monkeypatch):
         if not native or not posted[0][3]:
             break
     if native:      # the second half of the images ran on worker 0, which marked it done
-        assert posted == [(jit._NK_GEMM, [(0, 4), (4, 8)], 1, False)] and not seen
+        assert posted == [(Kind.GEMM_CONV, [(0, 4), (4, 8)], 1, False)] and not seen
     else:
         assert len(seen) == 2 and not posted
 
@@ -273,8 +274,8 @@ def test_split_runs_on_several_threads(native, monkeypatch):
 def test_one_image_splits_in_bands_or_channel_blocks(xs, ws, attrs, split, monkeypatch):
     """Fewer images than threads: bands of rows while each thread keeps _MIN_SPLIT_COLS
     output columns, else blocks of output channels; either way every output once."""
-    monkeypatch.setattr(jit, "_GEMM_PAR_MIN", 0)
-    monkeypatch.setattr(jit, "_TAPS_MIN_C", 64)
+    monkeypatch.setattr(conv_jit, "_GEMM_PAR_MIN", 0)
+    monkeypatch.setattr(conv_jit, "_TAPS_MIN_C", 64)
     from onnxrt.providers.cpu.nn import conv as conv_mod
     monkeypatch.setattr(conv_mod, "_TINY_MACS", 0)      # the compiled conv for 1x1 too
     x = np.random.default_rng(10).standard_normal(xs).astype(np.float32)

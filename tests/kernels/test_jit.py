@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 import onnxrt
 from onnxrt.framework import hotpool
 from onnxrt.framework.parallel import ThreadPool
-from onnxrt.providers.cpu.nn import jit
+from onnxrt.providers.cpu.nn import compiling, conv_jit, jit
 
 HAVE = jit.available()
 needs_numba = pytest.mark.skipif(not HAVE, reason="numba is not installed")
@@ -101,7 +101,7 @@ def test_depthwise_conv_matches_numpy_and_ort(xs, ws, attrs, calls):
     mb = _model("Conv", xs, np.float32, attrs, ws)
     x = np.random.default_rng(1).standard_normal(xs).astype(np.float32)
     yj, yn = _both(mb, x)
-    assert calls == ["dwcl" if yj.shape[-1] < jit._MIN_OUT_W else "conv"]
+    assert calls == ["dwcl" if yj.shape[-1] < conv_jit._MIN_OUT_W else "conv"]
     np.testing.assert_array_equal(yj, yn)      # same products, same order
     np.testing.assert_allclose(yj, _ort(mb, x), rtol=1e-5, atol=1e-5)
 
@@ -362,7 +362,7 @@ def test_split_over_threads_and_concurrent_runs(monkeypatch, calls):
 
 def test_numpy_path_without_numba(monkeypatch, calls):
     """Without numba (or with ONNXRT_JIT=0) nothing is compiled and results are right."""
-    monkeypatch.setattr(jit, "_HAVE", False)
+    monkeypatch.setattr(compiling, "_HAVE", False)
     jit.set_enabled(True)
     assert not jit.enabled()
     xs, ws, attrs = CONVS[1]
@@ -420,7 +420,7 @@ def test_a_run_compiles_nothing():
     x = rng.standard_normal((8, 16, 21, 21)).astype(np.float32)
     with pytest.MonkeyPatch.context() as mp:     # every kernel big enough to be split
         mp.setattr(jit, "_PAR_MIN_WORK", 0)
-        mp.setattr(jit, "_GEMM_PAR_MIN", 0)
+        mp.setattr(conv_jit, "_GEMM_PAR_MIN", 0)
         mp.setattr(jit, "_MM_SPLIT_MIN", 0)
         y = s.run(None, {"x": x})[0]
     np.testing.assert_allclose(y, _ort(mb, x), rtol=1e-4, atol=1e-3)

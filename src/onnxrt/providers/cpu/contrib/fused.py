@@ -12,7 +12,7 @@ from typing import Any, Callable
 import numpy as np
 
 from onnxrt.providers.cpu import CPU
-from onnxrt.providers.cpu.nn import jit
+from onnxrt.providers.cpu.nn import conv_jit
 from onnxrt.providers.cpu.nn.conv import Conv
 from onnxrt.providers.cpu.nn.matmul import Gemm
 
@@ -195,7 +195,7 @@ class _ChannelAffine:
             try:
                 # a prefix of channels of a joined array (densenet's Concat chains written
                 # in place beyond one image, plan/inplace.py) is read where it lies
-                xs = jit._channels_of(x3)
+                xs = conv_jit._channels_of(x3)
             except ValueError:
                 xs = np.ascontiguousarray(x3)
             y = np.empty(x3.shape, np.float32)

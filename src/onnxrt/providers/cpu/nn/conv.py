@@ -1,7 +1,7 @@
 """Conv: one class kernel choosing, per weight, among the compiled kernels and three NumPy
 algorithms.
 
-With numba a constant weight takes a compiled kernel (nn/jit.py): dense and grouped convs
+With numba a constant weight takes a compiled kernel (nn/conv_jit.py): dense and grouped convs
 ``GemmConv`` (im2col or tap-by-tap products, the BLAS gemm of providers/cpu/blas.py and
 the epilogue in one call per thread, images, bands or channel blocks split over the
 session's threads), depthwise ones the compiled tap loops. The NumPy algorithms below
@@ -19,7 +19,7 @@ serve the rest (weights computed at run time, 3-D, other dtypes, no numba):
 
 The epilogue (bias, FusedConv's residual Z and activation, see ``Conv.fuse_epilogue``) runs
 on each image's band right after its product while it is in cache, in one compiled pass
-(nn/jit.py) where numba is available.
+(nn/conv_jit.py) where numba is available.
 
 Weights are re-laid out once per session when they are constant; float16/bfloat16 compute
 in float32 and cast back.
@@ -34,7 +34,7 @@ import numpy as np
 
 from onnxrt.framework.parallel import SERIAL, ThreadPool
 from onnxrt.providers.cpu import CPU
-from onnxrt.providers.cpu.nn import compute_dtype, jit, pad_spatial, resolve_pads
+from onnxrt.providers.cpu.nn import compute_dtype, conv_jit, pad_spatial, resolve_pads
 from onnxrt.validate import SpecError
 
 __all__ = ["Conv", "conv_nd"]
@@ -215,7 +215,7 @@ class _Epilogue:
     """What follows the product, applied in place on each image's columns c0:c1 of the
     output (N, M, L) right after their product, while in cache: + bias per channel, + Z
     (FusedConv's residual, same shape as the output), then an in-place activation. One pass
-    through the compiled kernel (nn/jit.py) for float32/float64 and Relu, LeakyRelu, Clip or
+    through the compiled kernel (nn/conv_jit.py) for float32/float64 and Relu, LeakyRelu, Clip or
     none (measured: the epilogue of a 64-channel 55x55 1x1 conv 0.9 -> 0.35 ms at batch 8),
     else NumPy's in-place ufuncs on the slice."""
 
@@ -347,25 +347,25 @@ class Conv:
         self.packed = None
         self.bias = None
         self.act: Callable[[np.ndarray], Any] | None = None     # set by FusedConv
-        self._epi_kind = (0, 0.0, 0.0)          # jit.EPI_KINDS code (-1: none compiled)
+        self._epi_kind = (0, 0.0, 0.0)          # conv_jit.EPI_KINDS code (-1: none compiled)
         self._zero_bias: np.ndarray | None = None  # the late epilogue's (bias added before)
         # the compiled epilogue for the weight's compute dtype, loaded now (None: NumPy's)
         self._epi_fast = None
         if node.constant_inputs.get(1) is not None:
-            self._epi_fast = jit.epilogue_kernel(
+            self._epi_fast = conv_jit.epilogue_kernel(
                 compute_dtype(np.asarray(node.constant_inputs[1]).dtype))
         self._geo: dict[tuple[int, ...], _Geometry] = {}
         w = node.constant_inputs.get(1)
         if w is not None:
             w = np.asarray(w)
             self.packed = _Packed(w, self.group, compute_dtype(w.dtype))
-        # [jit hooks] compiled kernels (nn/jit.py), chosen once per session: depthwise, and
+        # [jit hooks] compiled kernels (nn/conv_jit.py), chosen once per session: depthwise, and
         # dense/grouped (im2col, BLAS and the epilogue in one call per thread)
         self._jit = self._gemm = None
         if w is not None:
             wc = w.astype(compute_dtype(w.dtype), copy=False)
-            self._jit = jit.conv_kernel(wc, self.group)
-            self._gemm = jit.gemm_conv_kernel(wc, self.group)
+            self._jit = conv_jit.conv_kernel(wc, self.group)
+            self._gemm = conv_jit.gemm_conv_kernel(wc, self.group)
         b = node.constant_inputs.get(2)
         if b is not None:
             b = np.asarray(b)
@@ -391,9 +391,9 @@ class Conv:
         """FusedConv: apply ``act`` (in place; ONNX op ``name`` with ``params``, FusedConv's
         activation_params) after the bias and the optional Z that ``__call__`` then takes
         as a fourth input, slice by slice while in cache; compiled for the activations of
-        jit.EPI_KINDS."""
+        conv_jit.EPI_KINDS."""
         self.act = act
-        kind = 0 if act is None else jit.EPI_KINDS.get(name, -1) if name else -1
+        kind = 0 if act is None else conv_jit.EPI_KINDS.get(name, -1) if name else -1
         self._epi_kind = (kind, float(params[0]), float(params[1]))
 
     # -- writing into a caller's array (plan/inplace.py: Concat inputs written in place) --
@@ -459,7 +459,7 @@ class Conv:
             into = None
             if out is not None and out.dtype == self._gemm.w.dtype:
                 # (N, M, L): a view where out is contiguous or a slice of channels of a
-                # contiguous array (jit.GemmConv takes both)
+                # contiguous array (conv_jit.GemmConv takes both)
                 into = out.reshape(x.shape[0], pk.M, -1)
                 if not np.may_share_memory(into, out):     # reshape had to copy
                     into = None

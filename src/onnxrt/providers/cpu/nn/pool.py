@@ -17,7 +17,7 @@ import numpy as np
 
 from onnxrt.framework.parallel import pool_of
 from onnxrt.providers.cpu import CPU
-from onnxrt.providers.cpu.nn import compute_dtype, jit, resolve_pads, row_mean
+from onnxrt.providers.cpu.nn import compute_dtype, jit, pool_jit, resolve_pads, row_mean
 from onnxrt.validate import SpecError, check_shapes
 
 __all__ = []
@@ -231,8 +231,8 @@ class _JitPool:
         self.include_pad = bool(self.kw.get("count_include_pad", 0))
         self.jit = None
         if not (is_max and node.output_present(1)):
-            self.jit = jit.pool_kernel(is_max, jit.input_dtype(node), self.kw.get("kernel_shape"),
-                                       self.kw.get("strides"))
+            self.jit = pool_jit.pool_kernel(is_max, jit.input_dtype(node),
+                                            self.kw.get("kernel_shape"), self.kw.get("strides"))
         self._geo: dict[tuple[int, ...], tuple[_PoolGeo, np.ndarray | None]] = {}
         self._checked: set[tuple[int, ...]] = set()
 
