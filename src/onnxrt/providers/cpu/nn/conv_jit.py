@@ -105,7 +105,6 @@ def conv_kernel(w: np.ndarray, group: int) -> JitConv | None:
         return None
     # one input channel (a grey image, a spectrogram) with group 1 is the depthwise loop
     # with every output from that channel: im2col with K = 9 left BLAS nothing to do
-    # (1->32 3x3 at 28x28: 78 us against onnxruntime's 22, one thread)
     return JitConv(np.asarray(w), max(group, 1), kernel)
 
 
@@ -120,8 +119,8 @@ _MIN_COLS = 512
 _TAPS_MIN_C = 64
 _TAPS_MAX_M = 128
 # below this many flops a conv runs on the calling thread with BLAS single-threaded: a
-# split costs ~35-40 us (handing a part to a spinning worker, GIL hand-offs included), more
-# than it saves on a conv under ~0.15 ms, and so does waking BLAS's own threads
+# split (handing a part to a spinning worker, GIL hand-offs included) costs more than it
+# saves on a smaller conv, and so does waking BLAS's own threads
 _GEMM_PAR_MIN = 4_000_000
 # a conv of fewer images than threads is split in bands of rows while every thread's share
 # keeps this many output columns, else in blocks of output channels
@@ -195,9 +194,9 @@ class GemmConv:
         # how the work is spread: "one" (the calling thread, BLAS single-threaded: small
         # convs), "split" (one contiguous range of items per thread, BLAS single-threaded
         # inside: images, else bands of rows, else blocks of output channels). Never BLAS's
-        # own threads: slower on every shape that fell to them (512->24 1x1 at 14x14: 85
-        # us, channel blocks 53), and with OPENBLAS_THREAD_TIMEOUT unset they spin ~0.1 s
-        # after and take the cores from the rest of the run (inception_v1 b1 49 ms, 23)
+        # own threads: slower on every shape that fell to them, and with
+        # OPENBLAS_THREAD_TIMEOUT unset they spin after each product and take the cores
+        # from the rest of the run
         mode = "one"
         units = n * self.group      # (image, group) blocks: independent, equal work
         parts = 1                   # output channel blocks per group
@@ -320,14 +319,6 @@ def gemm_conv_kernel(w: np.ndarray, group: int) -> GemmConv | None:
         return None
     jit._install_native()
     return GemmConv(np.asarray(w), gemm, group)
-
-
-# a float32 product of at least this many flops is split over the session's threads (BLAS
-# single-threaded inside), in blocks of columns of b, so that each thread reads only its
-# part of the weights: the same speed as OpenBLAS's own threads (BERT-base b1 146 vs 150
-# ms), which after each product spin ~0.1 s by default (unless OPENBLAS_THREAD_TIMEOUT was
-# set before numpy loaded) and took the cores from the next kernels: resnet50 b1 136 ms
-# instead of 45 in a program that imports numpy before onnxrt
 
 
 EPI_KINDS = {None: 0, "Relu": 1, "LeakyRelu": 2, "Clip": 3, "HardSigmoid": 4, "HardSwish": 5,

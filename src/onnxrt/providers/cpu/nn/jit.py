@@ -176,6 +176,11 @@ def _empty(*sizes: int) -> bool:
     return any(int(v) == 0 for v in sizes)
 
 
+# a float32 product of at least this many flops is split over the session's threads (BLAS
+# single-threaded inside), in blocks of columns of b, so that each thread reads only its
+# part of the weights: as fast as OpenBLAS's own threads, which spin after each product
+# (unless OPENBLAS_THREAD_TIMEOUT was set before numpy loaded) and take the cores from the
+# next kernels
 _MM_SPLIT_MIN = 4_000_000
 _MM_GEMV_M = 4      # fewer rows of a: matrix-vector products
 
@@ -194,8 +199,8 @@ def split_matmul(a: np.ndarray, b: np.ndarray, pool: ThreadPool = SERIAL) -> np.
     if t < 2 or 2 * m * n * k < _MM_SPLIT_MIN or b.shape[0] != k:
         return None
     if m < _MM_GEMV_M:
-        # matrix-vector products: numpy's (BLAS's gemm on one row is 3x slower than its
-        # gemv: vgg19's 25088x4096 layer 75 ms against 27), one row in column blocks over
+        # matrix-vector products: numpy's (BLAS's gemm on one row is slower than its
+        # gemv), one row in column blocks over
         # the threads (a block's dot products are the whole product's), two or three rows
         # on one thread (column blocks of those were not summed as the whole product is:
         # the light zoo models' tied logits split apart)

@@ -59,8 +59,8 @@ def _conv_planes(x, w, b, out, mg, sh, sw, dh, dw, ph, pw, lo, hi):
     kernel tap is one long contiguous multiply-add over all output rows at once (the
     columns computed past each row's end are dropped when the plane is written out); taps
     go a kernel row to a pass where it has three or five. Flat unsigned indices, tap offsets
-    computed once per call: views and integer divisions per row made the earlier loops
-    3x slower (shufflenet's 8x136x28x28 3x3: 1.88 -> 0.72 ms on one thread). Taps are
+    computed once per call: views and integer divisions per row cost more than the short
+    rows they serve. Taps are
     summed in the NumPy path's order, bias last: bit-identical results.
 
     Preconditions: check_window's (JitConv.__call__), out (N, M, OH, OW) with M = C * mg,
@@ -179,8 +179,7 @@ def _dw3_plane(xf, of, wf, bias, xb, ob, w0, hh, ww):
     the input), read and written in place: the inner pixels in one long loop over the flat
     plane (its first and last column read across row ends there and are redone), the
     first and last rows in a loop each, the first and last columns pixel by pixel. No
-    padded copy and no loop per row (on one thread, with a session's overhead: 272
-    planes of 14x14 92 -> 41 us, 136 of 28x28 128 -> 71 us, 68 of 28x28 78 -> 45 us). The
+    padded copy and no loop per row (short rows cost a loop each). The
     taps are summed in _conv_planes' order, padding zeros included, so results are
     bit-identical to it and to the NumPy path."""
     v0, v1, v2 = wf[w0], wf[w0 + 1], wf[w0 + 2]

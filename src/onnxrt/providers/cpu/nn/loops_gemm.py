@@ -92,8 +92,7 @@ def _im2col_band(xf, cols, base, c_n, hh, ww, r0, r1, kh_n, kw_n, sh, sw, dh, dw
     """cols (flat, C*KH*KW rows of (r1-r0)*OW) <- the windows of output rows r0..r1-1 of
     the image starting at ``base`` of the flat input xf (C, H, W); taps that fall in the
     padding read 0. Flat indices, no slices: the rows are short (7-56) and a slice per row
-    costs more than its copy (measured: 0.30 ms for 64 channels at 56x56, 3x3, against 0.38
-    for NumPy's nine strided copies).
+    costs more than its copy.
 
     Preconditions: check_window's (GemmConv.__call__), cols holding C*KH*KW rows of
     (r1-r0)*OW, 0 <= r0 <= r1 <= OH, base + C*H*W <= xf.size."""
@@ -101,8 +100,7 @@ def _im2col_band(xf, cols, base, c_n, hh, ww, r0, r1, kh_n, kw_n, sh, sw, dh, dw
     zero = xf.dtype.type(0)
     # stride 1 along both axes and output rows as wide as input rows, narrower than
     # _RUN_MAX_W: a tap's valid rows read one contiguous run of the input plane, copied in
-    # one loop, then the padded border columns zeroed (256 channels at 14x14, 3x3: 0.161
-    # -> 0.094 ms; at 56 wide the row loops were as fast)
+    # one loop, then the padded border columns zeroed (wider rows gain nothing from it)
     runs = sw == 1 and sh == 1 and ow_n == ww and ow_n < _RUN_MAX_W
     for c in range(c_n):
         for kh in range(kh_n):
@@ -140,7 +138,7 @@ def _im2col_band(xf, cols, base, c_n, hh, ww, r0, r1, kh_n, kw_n, sh, sw, dh, dw
                     continue
                 for r in range(r0, r1):
                     # unsigned indices: numba then skips its negative-index wraparound and
-                    # LLVM vectorizes the copies (measured 3x faster than signed)
+                    # LLVM vectorizes the copies
                     d0 = np.uint64(rowbase + (r - r0) * ow_n)
                     ih = r * sh - ph + kh * dh
                     if ih < 0 or ih >= hh:
@@ -215,8 +213,8 @@ def _taps_conv_items(gemm, x, wt, y, b, has_b, z, has_z, kind, alpha, beta, one,
     shifted by the tap (a strided view: no copy), accumulated (beta 1) into a
     (M, rows * wp) block whose rows carry
     (KW-1)*dw columns of junk, dropped when the block is copied out with the epilogue.
-    Saves im2col's copy: measured 1.3x on 128->32 3x3 convs, 1.15x on 64->64 (GemmConv
-    takes it from _TAPS_MIN_C input channels and up to _TAPS_MAX_M output channels).
+    Saves im2col's copy (GemmConv takes it from _TAPS_MIN_C input channels and up to
+    _TAPS_MAX_M output channels, where it measured faster).
 
     Preconditions: _gemm_conv_items', stride 1, and the padded row holding the whole input
     row, W + pw <= OW + (KW-1)*dw (GemmConv.__call__ takes this form only then)."""

@@ -19,11 +19,10 @@ def _dpool_planes(x, out, div, is_max, kh_n, kw_n, sh, sw, dh, dw, ph, pw, lo, h
 
     Per output row, the kh input rows it reads are combined (max or sum, contiguous and
     vectorized) into a row buffer padded with the pad value, then the kw taps along that
-    row at stride 1 (vectorized), and every sw-th value is picked (measured 2.4x faster
-    than taps gathered at the stride). 3x3 windows take fused loops (several times faster
-    than a pass per tap). The buffers are made once per call, not per plane, and every
-    access is a flat unsigned index: views per row cost more than the small rows (7-56
-    wide) they hold (192x56x56 3x3/2: 217 -> 100 us on one thread).
+    row at stride 1 (vectorized), and every sw-th value is picked (faster than taps
+    gathered at the stride). 3x3 windows take fused loops (faster than a pass per tap).
+    The buffers are made once per call, not per plane, and every access is a flat unsigned
+    index: views per row cost more than the small rows (7-56 wide) they hold.
 
     Preconditions: check_window's (JitPool.__call__, with the end pads), x (P, H, W), out
     (P, OH, OW) with OH, OW >= 1, div (OH, OW) or (1, 1) for max, 0 <= lo <= hi <= P."""
@@ -119,9 +118,8 @@ _POOL3_MIN_W = 8
 
 def _spool_planes(x, out, div, is_max, kh_n, kw_n, dh, dw, ph, pw, lo, hi):
     """Planes lo..hi-1 of a stride-1 max or average pool, in blocks of planes that keep
-    the buffers in cache (_spool_block); measured 3x faster than per-row loops on
-    inception's 3x3/1 averages over 28x28 and 14x14 planes, and blocks 2.5x faster than one
-    pass over all the planes of a batch (4,608 planes of 14x14: 3.3 -> 1.3 ms). The 3x3
+    the buffers in cache (_spool_block), faster than per-row loops and than one pass over
+    all the planes of a batch. The 3x3
     window with one pixel of padding keeping the size (inception's pool branches) takes
     _pool3_plane on planes at least _POOL3_MIN_W wide.
 
@@ -149,9 +147,8 @@ def _pool3_plane(x, out, div, is_max, p, v):
     (the first and last rows apart), then the left and right neighbours in another, the
     first and last column of each row fixed after (the long loop reads across row ends
     there); averages divided by ``div`` (OH, OW). Every loop but the fixes spans a whole
-    plane, so short rows cost no loop each: on one thread, 576 planes of 14x14 133 -> 69
-    us, 256 of 27x27 214 -> 75 us, against _spool_block (max or average alike); 832 of 6x6
-    were 56 -> 66 us, hence _POOL3_MIN_W."""
+    plane, so short rows cost no loop each; on planes narrower than _POOL3_MIN_W
+    _spool_block is faster."""
     hh, ww = x.shape[1], x.shape[2]
     n = hh * ww
     xf = x.reshape(-1)

@@ -8,8 +8,8 @@ compiled, called by the posting thread) and the unpacking ones (``_*_slots``, co
 the serving loop) share the layouts below; the workers rebuild the arrays over the caller's
 memory (``_ptr``, ``carray``) and call the kernels without leaving compiled code.
 
-Float32 only: each dtype would compile every kernel into the serving loop again (4 s more of
-first-session compile for float64, which takes the Python items instead).
+Float32 only: each dtype would compile every kernel into the serving loop again, lengthening
+the first session's compile (float64 takes the Python items instead).
 """
 
 from __future__ import annotations
