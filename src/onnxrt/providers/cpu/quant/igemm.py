@@ -24,7 +24,9 @@ on-disk cache, so only the first session on a machine compiles); the kernels are
 and split their panel bands over the session's intra-op threads (the ``ThreadPool`` a
 kernel's run context carries, framework/parallel.py).
 Without numba (or with ONNXRT_JIT=0) ``kernels()`` is None and the callers keep their
-NumPy path (exact float BLAS products of the shifted operands).
+NumPy path (exact float BLAS products of the shifted operands). One module of ~670 lines:
+the packing, the compiled loops and their entry points share one panel layout (MR, NR,
+the K-pair interleave), which a split would spread over several files.
 """
 
 from __future__ import annotations
