@@ -31,10 +31,9 @@ from onnxrt.framework import hotpool, warmup
 from onnxrt.framework.parallel import SERIAL, ThreadPool, split
 from onnxrt.ir.dtypes import np_dtype
 from onnxrt.providers.cpu import blas, vmath
-from onnxrt.providers.cpu.nn import loops_conv, loops_gemm, loops_pool, native
-from onnxrt.providers.cpu.nn.compiling import (_ENABLED, available, compile_once, enabled,
-                                               njit, numba_module, set_enabled,
-                                               wait_compiled)
+from onnxrt.providers.cpu.nn import compiling, loops_conv, loops_gemm, loops_pool, native
+from onnxrt.providers.cpu.nn.compiling import (available, compile_once, enabled, njit,
+                                               numba_module, set_enabled, wait_compiled)
 from onnxrt.providers.cpu.nn.native import Kind
 
 __all__ = ["available", "enabled", "set_enabled", "input_dtype", "compile_once",
@@ -120,7 +119,7 @@ _BLAS_KERNELS = frozenset(("gemm_conv", "taps_conv", "mm"))
 
 
 def _ready(dtype: np.dtype) -> bool:
-    return (_ENABLED[0] and np.dtype(dtype) in _FLOATS and warmup.ready()
+    return (compiling._ENABLED[0] and np.dtype(dtype) in _FLOATS and warmup.ready()
             and _load() is not None)
 
 
