@@ -1,7 +1,7 @@
 """A run while another process keeps one core busy: the MLP case (784-512-512-10 at batch
 64) on 1 and 2 threads, alone and beside a busy loop pinned to the last core, onnxrt and
 onnxruntime alternating in one process. A split whose worker cannot run must not stall the
-run (execute/hotpool.py takes unclaimed items back).
+run (framework/hotpool.py takes unclaimed items back).
 
     python benchmarks/busy_core.py [--runs 300] [--model mlp|tiny_cnn|mobilenet_v3]
 """

@@ -129,7 +129,7 @@ def bench(args: argparse.Namespace) -> list[dict]:
         feeds = {"x": x}
         calls: list[str] = []
         real = jit._call
-        jit._call = lambda key, *a: (calls.append(key), real(key, *a))[1]
+        jit._call = lambda pool, key, *a: (calls.append(key), real(pool, key, *a))[1]
         try:
             s_jit.run(None, feeds)
         finally:
@@ -237,7 +237,7 @@ def main() -> None:
     from onnxrt.providers.cpu.nn import jit
 
     if not jit.available():
-        sys.exit("numba is not installed: pip install numba (or onnxrt[jit])")
+        sys.exit("numba is not installed: pip install numba")
     if args.zoo:
         zrows = bench_zoo(args)
         if args.json:

@@ -363,9 +363,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     why = blas.reason() if hasattr(blas, "reason") else "ONNXRT_BLAS or installed"
     print(f"onnxrt's compiled kernels call {lib} ({why}), {args.threads} threads", flush=True)
     try:
-        from onnxrt.execute import warmup
-    except ImportError:     # an onnxrt from before the background compile (a before run)
-        warmup = None
+        from onnxrt.framework import warmup
+    except ImportError:     # an older onnxrt (a before run): warmup lived in execute/
+        try:
+            from onnxrt.execute import warmup
+        except ImportError:     # from before the background compile
+            warmup = None
     t = time.perf_counter()
     # the kernels compile in the background on a new machine: time the compiled ones
     if warmup is None:

@@ -32,6 +32,7 @@ from onnxrt.framework.graph_view import GraphView, NodeView
 from onnxrt.options import (ExecutionMode, ExecutionOrder, GraphOptimizationLevel,
                             OrtAllocatorType, OrtMemType, RunOptions, SessionOptions)
 from onnxrt.session import InferenceSession
+from onnxrt.session_threads import set_global_thread_pool_sizes
 from onnxrt.alias import install_as_onnxruntime, uninstall_as_onnxruntime
 from onnxrt.allocators import (OrtArenaCfg, OrtDevice, OrtDeviceMemoryType, OrtDeviceVendorId,
                                OrtMemoryInfo, OrtMemoryInfoDeviceType,
@@ -43,11 +44,12 @@ from onnxrt.framework.libraries import (register_execution_provider_library,
 from onnxrt.framework.selection import OrtExecutionProviderDevicePolicy
 from onnxrt.compile import ModelCompiler, OrtCompileApiFlags, OrtExternalInitializerInfo
 from onnxrt.lora import AdapterFormat, LoraAdapter
-from onnxrt.sparse import OrtSparseFormat, SparseTensor
+from onnxrt.framework.sparse import OrtSparseFormat, SparseTensor
 from onnxrt.values import (IOBinding, ModelMetadata, NodeArg, OrtValue, OrtValueVector,
                            SessionIOBinding)
 
-__version__ = "0.1.0"
+from onnxrt.framework.version import __version__
+
 version = __version__
 
 __all__ = [
@@ -69,8 +71,9 @@ __all__ = [
     "AdapterFormat", "LoraAdapter", "install_as_onnxruntime", "uninstall_as_onnxruntime",
     "enable_telemetry_events", "disable_telemetry_events", "set_default_logger_verbosity",
     "DeviceReset", "OrtEpAssignedNode", "OrtEpAssignedSubgraph", "preload_dlls",
-    "has_collective_ops", "OrtExecutionProviderDevicePolicy", "DeviceSupport",
-    "register_execution_provider_library", "unregister_execution_provider_library",
+    "has_collective_ops", "set_global_thread_pool_sizes", "OrtExecutionProviderDevicePolicy",
+    "DeviceSupport", "register_execution_provider_library",
+    "unregister_execution_provider_library",
     "ModelCompiler", "OrtCompileApiFlags", "OrtExternalInitializerInfo",
 ]
 

@@ -1,7 +1,8 @@
 """SessionOptions, RunOptions and the enums, with onnxruntime's names and defaults.
 
-Every attribute onnxruntime's SessionOptions has exists here. Those onnxrt does not act on
-yet are stored and returned unchanged; ``SessionOptions.UNUSED`` lists them.
+Every attribute onnxruntime's SessionOptions has exists here, and each is acted on, or
+accepted where onnxruntime's own CPU build accepts it without effect (``LENIENT`` says
+why for each of those).
 """
 
 from __future__ import annotations
@@ -9,8 +10,10 @@ from __future__ import annotations
 import enum
 from typing import Any
 
+from onnxrt.framework.allocators import OrtAllocatorType, OrtMemType
+
 __all__ = ["GraphOptimizationLevel", "ExecutionMode", "ExecutionOrder", "SessionOptions",
-           "RunOptions", "OrtAllocatorType", "OrtMemType"]
+           "RunOptions", "OrtAllocatorType", "OrtMemType", "check_session_options"]
 
 
 class GraphOptimizationLevel(enum.IntEnum):
@@ -32,26 +35,19 @@ class ExecutionOrder(enum.IntEnum):
     MEMORY_EFFICIENT = 2
 
 
-class OrtAllocatorType(enum.IntEnum):
-    INVALID = -1
-    ORT_DEVICE_ALLOCATOR = 0
-    ORT_ARENA_ALLOCATOR = 1
-
-
-class OrtMemType(enum.IntEnum):
-    CPU_INPUT = -2
-    CPU_OUTPUT = -1
-    CPU = -1
-    DEFAULT = 0
-
-
 class SessionOptions:
     """Options of one session (onnxruntime.SessionOptions)."""
 
-    # stored and returned, not acted on (yet): what the memory planner of a C++ runtime tunes
-    UNUSED = ("enable_mem_pattern",
-              "execution_order", "use_per_session_threads", "log_verbosity_level",
-              "use_deterministic_compute")
+    # accepted without effect on results, as onnxruntime's CPU build accepts them
+    LENIENT = {
+        "enable_mem_pattern": "a hint to onnxruntime's arena planner, which onnxruntime "
+                              "itself drops where shapes are dynamic; values here are NumPy "
+                              "arrays (enable_mem_reuse and enable_cpu_mem_arena act)",
+        "log_verbosity_level": "VLOG levels, compiled out of onnxruntime's release builds; "
+                               "log_severity_level acts",
+        "use_deterministic_compute": "onnxrt's CPU kernels give the same results run after "
+                                     "run in every mode, as onnxruntime's CPU kernels do",
+    }
 
     def __init__(self) -> None:
         self.enable_cpu_mem_arena = True
@@ -204,3 +200,17 @@ class RunOptions:
 
             raise ConfigKeyError(f"RunOptions does not have configuration with key: {key}")
         return self._config[key]
+
+
+def check_session_options(so: SessionOptions) -> None:
+    """Refuse what onnxruntime's inference build refuses at session creation.
+
+    ``execution_order``: DEFAULT and PRIORITY_BASED both run the nodes in the model's
+    topological order here (onnxruntime's priorities only reorder nodes some of its own
+    transformers mark; results are the same); MEMORY_EFFICIENT exists in training builds
+    only, and onnxruntime's inference build fails, as this does."""
+    from onnxrt.errors import Fail
+
+    if int(so.execution_order) == ExecutionOrder.MEMORY_EFFICIENT:
+        raise Fail("Memory efficient topological order is not enabled for non-training "
+                   "build (SessionOptions.execution_order = MEMORY_EFFICIENT)")

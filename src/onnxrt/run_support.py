@@ -82,7 +82,7 @@ def apply_arena(so: SessionOptions, eps: Sequence[Any]) -> None:
     """The host arena: SessionOptions.enable_cpu_mem_arena, the CPU provider's use_arena and
     arena_extend_strategy options, a shared allocator registered with
     create_and_register_allocator for sessions with ``session.use_env_allocators`` = 1."""
-    from onnxrt.allocators import registered_allocator
+    from onnxrt.framework.allocators import registered_allocator
     from onnxrt.execute.memory import set_extend_strategy
 
     cpu = next((ep for ep in eps if ep.name == "CPUExecutionProvider"), None)

@@ -7,17 +7,19 @@ import logging
 import os
 import threading
 import time
+import weakref
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from onnxrt.errors import InvalidArgument, InvalidProviderError
+from onnxrt.errors import EPFail, InvalidArgument, InvalidProviderError
 from onnxrt.execute.checks import OutputChecker
 from onnxrt.execute.executor import RunContext, execute_plan
 from onnxrt.execute.parallel import execute_plan_parallel, parallel_info
 from onnxrt.execute.profiler import Profiler
-from onnxrt.execute.threads import default_threads, limit_threads, rescan_libraries
 from onnxrt.execute.feeds import InputSpec, host_output, prepare_feeds
+from onnxrt.framework import blas_threads
+from onnxrt.framework.blas_threads import default_threads, rescan_libraries
 from onnxrt.framework.registry import (_entry_name, default_providers, resolve_providers,
                                        session_providers)
 from onnxrt.compile.session_config import context_load, dump_context_model
@@ -25,7 +27,8 @@ from onnxrt.ir.load import load_model
 from onnxrt.ir.graph import Graph
 from onnxrt.ir.shapes import typed_graph
 from onnxrt.passes import optimize_graph
-from onnxrt.options import ExecutionMode, GraphOptimizationLevel, RunOptions, SessionOptions
+from onnxrt.options import (ExecutionMode, GraphOptimizationLevel, RunOptions, SessionOptions,
+                            check_session_options)
 from onnxrt.framework.kernel_lookup import KernelLookup
 from onnxrt.partition.partitioner import partition_model
 from onnxrt.partition.report import AssignedSubgraph, assignment_info, placement_report
@@ -36,6 +39,7 @@ from onnxrt.values import IOBinding, ModelMetadata, NodeArg, OrtValue
 from onnxrt.model_options import (check_user_initializers, config_from_model,
                                   override_free_dims, save_optimized_model, user_initializers)
 from onnxrt.run_support import CSession, apply_arena, feed_ids, shrink, with_adapters
+from onnxrt.session_threads import global_inter_op_threads, session_pool
 
 __all__ = ["InferenceSession"]
 
@@ -49,8 +53,12 @@ class InferenceSession:
                  disabled_optimizers: Sequence[str] | None = None, **kwargs: Any) -> None:
         t_start = time.perf_counter_ns()
         self._sess_options = sess_options if sess_options is not None else SessionOptions()
+        check_session_options(self._sess_options)
         self._profiler = None
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._thread_pool: Any = None
+        self._owns_pool = False
+        self._enable_fallback = True
         if self._sess_options._load_cancelled:
             from onnxrt.errors import ModelLoadCanceled
 
@@ -165,15 +173,18 @@ class InferenceSession:
         self._direct_inputs = _direct_inputs(plan)
         debug = (cfg.get("session.debug_checks") == "1" or os.environ.get("ONNXRT_DEBUG") == "1")
         self._debug = debug
-        self._threads = max(0, int(so.intra_op_num_threads or 0))
-        # onnxruntime's key: idle intra-op workers spin while a run is on (execute/hotpool.py)
+        # onnxruntime's key: idle intra-op workers spin while a run is on
+        # (framework/hotpool.py)
         self._spin = cfg.get("session.intra_op.allow_spinning", "1") != "0"
+        self._set_thread_pool(so)
         # the thread limit reaches every BLAS loaded by now (the kernels just prepared may
         # have loaded one, other packages another since the last session)
         rescan_libraries()
         apply_arena(so, eps)
         if so.execution_mode == ExecutionMode.ORT_PARALLEL and plan.steps:
-            workers = int(so.inter_op_num_threads or 0) or default_threads()
+            inter = so.inter_op_num_threads if so.use_per_session_threads else \
+                global_inter_op_threads()
+            workers = int(inter or 0) or default_threads()
             if self._pool is None or self._pool._max_workers != workers:
                 self._pool = concurrent.futures.ThreadPoolExecutor(
                     max_workers=workers, thread_name_prefix="onnxrt-inter-op")
@@ -187,6 +198,18 @@ class InferenceSession:
                 logging.DEBUG)):
             _verbose_logging()
             _LOG.info("%s", self.placement_report())
+
+    def _set_thread_pool(self, so: SessionOptions) -> None:
+        """The intra-op thread pool of this session's runs (session_threads.py): its own,
+        ended with the session, or the process-wide one."""
+        old = self._thread_pool
+        pool, bound, owned = session_pool(so, self._spin, old if self._owns_pool else None)
+        if pool is not old:
+            if old is not None and self._owns_pool:
+                self._pool_finalizer()      # the rebuilt session's pool: ended now
+            if owned:
+                self._pool_finalizer = weakref.finalize(self, pool.close)
+        self._thread_pool, self._blas_bound, self._owns_pool = pool, bound, owned
 
     # -- placement ------------------------------------------------------------------------
     def get_provider_graph_assignment_info(self) -> list[AssignedSubgraph]:
@@ -231,14 +254,14 @@ class InferenceSession:
     def get_input_memory_infos(self) -> list[Any]:
         """Where each input is read from (OrtMemoryInfo): the device of the provider whose
         nodes read it straight from there, else the CPU."""
-        from onnxrt.allocators import OrtMemoryInfo
+        from onnxrt.framework.allocators import OrtMemoryInfo
 
         return [OrtMemoryInfo.for_device(self._direct_inputs.get(a.name, CPU_DEVICE))
                 for a in self._inputs]
 
     def get_output_memory_infos(self) -> list[Any]:
         """Where each output is produced (OrtMemoryInfo)."""
-        from onnxrt.allocators import OrtMemoryInfo
+        from onnxrt.framework.allocators import OrtMemoryInfo
 
         devs = self._plan.output_devices
         return [OrtMemoryInfo.for_device(devs[self._output_index[a.name]])
@@ -288,10 +311,13 @@ class InferenceSession:
             raise InvalidProviderError(str(e)) from None
 
     def disable_fallback(self) -> None:
-        pass
+        """A run that fails in a provider (EPFail) raises (onnxruntime's switch)."""
+        self._enable_fallback = False
 
     def enable_fallback(self) -> None:
-        pass
+        """A run that fails in a provider (EPFail) rebuilds the session on the CPU provider
+        alone and runs again, once (onnxruntime's behaviour, on by default)."""
+        self._enable_fallback = True
 
     def end_profiling(self) -> str:
         """Stop profiling and write the trace; its path ("" when profiling is off)."""
@@ -310,7 +336,16 @@ class InferenceSession:
     # -- running --------------------------------------------------------------------------
     def run(self, output_names: Sequence[str] | None, input_feed: dict[str, Any],
             run_options: RunOptions | None = None) -> list[Any]:
-        outs = self._run(output_names, input_feed, run_options)
+        try:
+            outs = self._run(output_names, input_feed, run_options)
+        except EPFail as e:
+            if not self._enable_fallback or self.get_providers() == ["CPUExecutionProvider"]:
+                raise
+            _LOG.warning("onnxrt: EP Error %s when using %s; falling back to "
+                         "['CPUExecutionProvider'] and retrying.", e, self.get_providers())
+            self.set_providers(["CPUExecutionProvider"])
+            self._enable_fallback = False       # once, as onnxruntime
+            outs = self._run(output_names, input_feed, run_options)
         const_ids = self._const_ids | feed_ids(input_feed)
         names = output_names or self._plan.output_names
         return [self._host_result(v, dev, n, const_ids) for (v, dev), n in zip(outs, names)]
@@ -320,7 +355,7 @@ class InferenceSession:
         sparse become COO SparseTensors of their nonzero entries."""
         v = host_output(self._to_host(v, dev), const_ids)
         if name in self._sparse_outputs and isinstance(v, np.ndarray):
-            from onnxrt.sparse import sparse_from_dense
+            from onnxrt.framework.sparse import sparse_from_dense
 
             return sparse_from_dense(v)
         return v
@@ -383,7 +418,8 @@ class InferenceSession:
         if self._init_slots and any(n in self._init_slots for n in feeds):
             plan = _with_overrides(plan, {n: feeds[n] for n in feeds if n in self._init_slots},
                                    self._init_slots)
-        ctx = RunContext(run_options, self._hook if hook is None else hook)
+        pool = self._thread_pool
+        ctx = RunContext(run_options, self._hook if hook is None else hook, 0, pool)
         if run_options is not None and run_options.terminate:
             from onnxrt.errors import RunCanceled
 
@@ -393,16 +429,26 @@ class InferenceSession:
             ep.runs += 1
             ep.on_run_start(run_options)
         prof = self._profiler
+        bound = self._blas_bound
         t0 = time.perf_counter_ns()
         try:
-            # numpy's floating-point warnings (log(0), 0/0...) are results, not errors, in
-            # ONNX: onnxruntime does not warn either
-            with limit_threads(self._threads, self._spin), np.errstate(all="ignore"):
-                if self._pinfo is not None and plan is self._plan:
-                    results = execute_plan_parallel(plan, values, None, ctx, self._pool,
-                                                    self._pinfo)
-                else:
-                    results = execute_plan(plan, values, None, ctx)
+            # BLAS's thread count is process-wide: a run bounds it by its budget while it
+            # runs (framework/blas_threads.py); numpy's floating-point warnings (log(0),
+            # 0/0...) are results, not errors, in ONNX: onnxruntime does not warn either
+            if bound:
+                blas_threads.request(bound)
+            try:
+                with np.errstate(all="ignore"):
+                    if self._pinfo is not None and plan is self._plan:
+                        results = execute_plan_parallel(plan, values, None, ctx, self._pool,
+                                                        self._pinfo)
+                    else:
+                        results = execute_plan(plan, values, None, ctx)
+            finally:
+                if bound:
+                    blas_threads.release(bound)
+                if pool._hot is not None:       # spinning workers park at the run's end
+                    pool._hot.park()
         finally:
             for ep in active:
                 ep.on_run_end(run_options)

@@ -170,7 +170,7 @@ def test_memory_infos_match_onnxruntime():
 
 
 def test_arena_cfg_fields_and_shared_allocator():
-    from onnxrt.allocators import _REGISTERED
+    from onnxrt.framework.allocators import _REGISTERED
     from onnxrt.execute.memory import arena_in_use
 
     fields = ("max_mem", "arena_extend_strategy", "initial_chunk_size_bytes",

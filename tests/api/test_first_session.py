@@ -1,4 +1,4 @@
-"""The first session on a new machine (execute/warmup.py): with numba's cache empty the
+"""The first session on a new machine (framework/warmup.py): with numba's cache empty the
 session is made without compiling, its runs take the NumPy kernels and match onnxruntime,
 the kernels compile in a child process, and later sessions (and processes) use them. Runs
 in child processes with empty cache folders of their own: ~20-60 s, most of it the
@@ -20,7 +20,7 @@ import json, sys, time
 import numpy as np
 import onnxruntime
 import onnxrt
-from onnxrt.execute import warmup
+from onnxrt.framework import warmup
 from onnxrt.providers.cpu.nn import jit, warm
 
 data = warm._model()

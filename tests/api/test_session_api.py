@@ -287,6 +287,38 @@ def test_session_options_have_onnxruntimes_attributes_and_defaults():
     assert so.get_session_config_entry("session.foo") == "1"
 
 
+def test_memory_efficient_order_refused_as_onnxruntimes_inference_build_refuses_it():
+    """onnxruntime's inference build fails at creation with MEMORY_EFFICIENT; the other
+    orders build and give the same results."""
+    data = add_model().SerializeToString()
+    for order in ("MEMORY_EFFICIENT", "PRIORITY_BASED"):
+        so, so_ref = ort.SessionOptions(), ort_ref.SessionOptions()
+        so.execution_order = getattr(ort.ExecutionOrder, order)
+        so_ref.execution_order = getattr(ort_ref.ExecutionOrder, order)
+        try:
+            ort_ref.InferenceSession(data, so_ref, providers=["CPUExecutionProvider"])
+            ref_fails = False
+        except Exception:
+            ref_fails = True
+        if ref_fails:
+            with pytest.raises(ort.Fail, match="Memory efficient topological order"):
+                ort.InferenceSession(data, so)
+        else:
+            ort.InferenceSession(data, so)
+        assert ref_fails == (order == "MEMORY_EFFICIENT")
+
+
+def test_lenient_options_are_onnxruntime_attributes_with_a_reason():
+    """Each option accepted without effect is one of onnxruntime's and says why; the
+    options onnxrt acts on are not in that list."""
+    ref = ort_ref.SessionOptions()
+    for name, why in ort.SessionOptions.LENIENT.items():
+        assert hasattr(ref, name) and len(why) > 20, name
+    for acted in ("execution_order", "use_per_session_threads", "enable_mem_reuse",
+                  "intra_op_num_threads", "enable_cpu_mem_arena"):
+        assert acted not in ort.SessionOptions.LENIENT
+
+
 def test_enums_match_onnxruntime():
     for enum_name in ("GraphOptimizationLevel", "ExecutionMode", "ExecutionOrder"):
         ref_enum = getattr(ort_ref, enum_name)

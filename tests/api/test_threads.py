@@ -139,19 +139,21 @@ print(len(seen[0]), all(n == 1 for _, n in seen[0]))
 
 
 def test_parallel_for_runs_every_item_once_and_raises_item_errors():
-    from onnxrt.execute import intra, threads
+    from onnxrt.framework import blas_threads
+    from onnxrt.framework.parallel import ThreadPool, split
 
-    with threads.limit_threads(2):
+    pool = ThreadPool(2)
+    try:
         seen: list[int] = []
         inner: list[int] = []
 
         def item(i):
             seen.append(i)
-            inner.append(intra.threads())       # nested splits run serially
+            inner.append(pool.threads)       # nested splits run serially
 
-        intra.parallel_for(7, item)
+        pool.parallel_for(7, item)
         assert sorted(seen) == list(range(7)) and set(inner) == {1}
-        blas = threads.blas_libraries()
+        blas = blas_threads.blas_libraries()
         before = [lib.get_num_threads() for lib in blas]
 
         def bad(i):
@@ -159,17 +161,19 @@ def test_parallel_for_runs_every_item_once_and_raises_item_errors():
                 raise ValueError("item 3 failed")
 
         try:
-            intra.parallel_for(6, bad)
+            pool.parallel_for(6, bad)
         except ValueError as e:
             assert "item 3" in str(e)
         else:
             raise AssertionError("the item's error was lost")
         # BLAS gets its thread count back after the split, failed or not
         assert [lib.get_num_threads() for lib in blas] == before
-        assert intra.threads() == 2
-    assert intra.split(10, 3) == [(0, 4), (4, 8), (8, 10)]
-    assert intra.split(64, 2, 8) == [(0, 32), (32, 64)]
-    assert intra.split(3, 8) == [(0, 1), (1, 2), (2, 3)]
+        assert pool.threads == 2
+    finally:
+        pool.close()
+    assert split(10, 3) == [(0, 4), (4, 8), (8, 10)]
+    assert split(64, 2, 8) == [(0, 32), (32, 64)]
+    assert split(3, 8) == [(0, 1), (1, 2), (2, 3)]
 
 
 def test_cpu_mem_arena_option_is_process_wide(tmp_path):
@@ -236,68 +240,75 @@ def test_hot_pool_items_errors_parking_and_allow_spinning(monkeypatch):
     session.intra_op.allow_spinning=0 takes the blocking pool instead."""
     import time
 
-    from onnxrt.execute import hotpool, intra, threads
+    from onnxrt.framework import hotpool
+    from onnxrt.framework.parallel import ThreadPool
 
-    if hotpool.get(threads.default_threads() - 1) is None:
+    tp = ThreadPool(2)
+    pool = tp.hot_pool()
+    if pool is None:
         import pytest
-        pytest.skip("no compiled spin loops (numba missing) or a single core")
-    pool = hotpool.get(threads.default_threads() - 1)
-    t = min(2, pool.n + 1)
-    with threads.limit_threads(t):
-        seen: list[int] = []
-        intra.parallel_for(t, seen.append)
-        assert sorted(seen) == list(range(t))
+        pytest.skip("no compiled spin loops (numba missing)")
+    t = 2
+    seen: list[int] = []
+    tp.parallel_for(t, seen.append)
+    assert sorted(seen) == list(range(t))
 
-        def bad(i):
-            if i == t - 1:
-                raise KeyError("worker item failed")
+    def bad(i):
+        if i == t - 1:
+            raise KeyError("worker item failed")
 
-        try:
-            intra.parallel_for(t, bad)
-        except KeyError as e:
-            assert "worker item" in str(e)
-        else:
-            raise AssertionError("the worker's error was lost")
+    try:
+        tp.parallel_for(t, bad)
+    except KeyError as e:
+        assert "worker item" in str(e)
+    else:
+        raise AssertionError("the worker's error was lost")
+    tp.park()           # the end of a run
     deadline = time.monotonic() + 5
-    while not pool.ctl[:, hotpool._PARKED].all() and time.monotonic() < deadline:
+    while not pool.ctl[:, hotpool.PARKED].all() and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert pool.ctl[:, hotpool._PARKED].all()       # no worker left spinning
+    assert pool.ctl[:, hotpool.PARKED].all()       # no worker left spinning
     # a parked worker wakes for the next post
-    with threads.limit_threads(t):
-        seen.clear()
-        intra.parallel_for(t, seen.append)
-        assert sorted(seen) == list(range(t))
+    seen.clear()
+    tp.parallel_for(t, seen.append)
+    assert sorted(seen) == list(range(t))
+    tp.close()
+    deadline = time.monotonic() + 5
+    while any(th.name.startswith("onnxrt-hot") and th.is_alive() and
+              getattr(th, "_target", None) is not None and th._target.__self__ is pool
+              for th in threading.enumerate()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert pool.closed
 
     runs = []
     monkeypatch.setattr(hotpool.HotPool, "run", lambda self, n, fn: runs.append(n))
     m = branches_model(2)
     x = rand(256, 64, seed=5)
-    from onnxrt.providers.cpu.nn import jit
-    monkeypatch.setattr(jit, "_GEMM_PAR_MIN", 0)
+    from onnxrt.providers.cpu.nn import conv_jit
+    monkeypatch.setattr(conv_jit, "_GEMM_PAR_MIN", 0)
     for spin in ("1", "0"):
         so = ort.SessionOptions()
         so.intra_op_num_threads = t
         so.add_session_config_entry("session.intra_op.allow_spinning", spin)
         s = ort.InferenceSession(m.SerializeToString(), so)
-        with threads.limit_threads(t, spin == "1"):
-            runs.clear()
-            intra.parallel_for(t, lambda i: None)
-            assert bool(runs) == (spin == "1")
+        runs.clear()
+        s._thread_pool.parallel_for(t, lambda i: None)
+        assert bool(runs) == (spin == "1")
         np.testing.assert_allclose(s.run(None, {"x": x})[0], expected(m, x), rtol=1e-5,
                                    atol=1e-5)
-        assert s._spin == (spin == "1")
+        assert s._thread_pool.spin == (spin == "1")
 
 
 def test_hot_pool_native_items_errors_and_mixing_with_python_items(monkeypatch):
     """The native protocol on a pool of its own, with a serving loop written in Python to
-    the contract of execute/hotpool.py: the worker gets the kind, its range and the slots;
+    the contract of framework/hotpool.py: the worker gets the kind, its range and the slots;
     a failing native item is raised in the caller after the others finish, and the pool
     goes on serving native and Python items."""
     import time
 
     import pytest
 
-    from onnxrt.execute import hotpool
+    from onnxrt.framework import hotpool
 
     fns = hotpool._compiled()
     if fns is None:
@@ -305,26 +316,26 @@ def test_hot_pool_native_items_errors_and_mixing_with_python_items(monkeypatch):
     log = []
 
     def serve(ctl, w, done, spins, yield_fn, ints, floats):
-        ctl[w, hotpool._DONE] = done
+        ctl[w, hotpool.DONE] = done
         deadline = time.monotonic() + 0.05
         while time.monotonic() < deadline:
-            v = int(ctl[w, hotpool._POSTED])
+            v = int(ctl[w, hotpool.POSTED])
             if v != done:
                 if not pool.claim(ctl, w, v):     # taken back by the caller
                     done = v
-                    ctl[w, hotpool._DONE] = done
+                    ctl[w, hotpool.DONE] = done
                     continue
-                kind = int(ctl[w, hotpool._KIND])
+                kind = int(ctl[w, hotpool.KIND])
                 if kind == 0:
                     return v
                 if kind == 9:
                     raise ValueError("native item failed")
-                log.append((kind, int(ctl[w, hotpool._LO]), int(ctl[w, hotpool._HI]),
+                log.append((kind, int(ctl[w, hotpool.LO]), int(ctl[w, hotpool.HI]),
                             int(ints[0]), float(floats[0])))
                 done = v
-                ctl[w, hotpool._DONE] = done
+                ctl[w, hotpool.DONE] = done
                 continue
-            if ctl[w, hotpool._PARK]:
+            if ctl[w, hotpool.PARK]:
                 return -1
             time.sleep(0)
         return -1
@@ -337,7 +348,7 @@ def test_hot_pool_native_items_errors_and_mixing_with_python_items(monkeypatch):
         # the caller's own part lasts until the worker claimed its item: else the caller
         # takes the item back (the worker thread may not have started yet)
         deadline = time.monotonic() + 10
-        while pool.ctl[0, hotpool._CLAIM] > 0 and time.monotonic() < deadline:
+        while pool.ctl[0, hotpool.CLAIM] > 0 and time.monotonic() < deadline:
             time.sleep(0.001)
 
     pool.ints[0], pool.floats[0] = 7, 0.5
@@ -362,7 +373,7 @@ def test_items_no_worker_claimed_run_on_the_caller(monkeypatch):
 
     import pytest
 
-    from onnxrt.execute import hotpool
+    from onnxrt.framework import hotpool
 
     fns = hotpool._compiled()
     if fns is None:
@@ -388,9 +399,9 @@ def test_items_no_worker_claimed_run_on_the_caller(monkeypatch):
     go.set()                    # the worker comes: it skips both and serves the next
     seen: list[threading.Thread] = []
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and pool.ctl[0, hotpool._DONE] != pool.seq[0]:
+    while time.monotonic() < deadline and pool.ctl[0, hotpool.DONE] != pool.seq[0]:
         time.sleep(0.001)
-    assert pool.ctl[0, hotpool._DONE] == pool.seq[0]      # marked done, not run
+    assert pool.ctl[0, hotpool.DONE] == pool.seq[0]      # marked done, not run
     pool.run(2, lambda i: seen.append(threading.current_thread()) or time.sleep(0.05))
     assert len(seen) == 2
     pool.park()
@@ -405,19 +416,20 @@ def test_split_kernels_work_in_a_forked_child():
     import pytest
     if not hasattr(os, "fork") or sys.platform == "darwin":
         pytest.skip("fork is not available or not safe here")
-    from onnxrt.execute import intra, threads
+    from onnxrt.framework.parallel import ThreadPool
 
-    with threads.limit_threads(2):
-        intra.parallel_for(2, lambda i: None)      # the pools exist in the parent
+    pool = ThreadPool(2)
+    pool.parallel_for(2, lambda i: None)      # the pools exist in the parent
+    pool.parallel_for(5, lambda i: None)
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:       # the child: run a split and report
         code = 1
         try:
-            with threads.limit_threads(2):
+            if True:
                 seen = []
-                intra.parallel_for(2, seen.append)
-                intra.parallel_for(5, seen.append)
+                pool.parallel_for(2, seen.append)
+                pool.parallel_for(5, seen.append)
             code = 0 if sorted(seen) == [0, 0, 1, 1, 2, 3, 4] else 2
         finally:
             os.write(w, bytes([code]))
@@ -428,3 +440,4 @@ def test_split_kernels_work_in_a_forked_child():
     assert ready, "the forked child hung in a split"
     assert os.read(r, 1) == bytes([0])
     os.waitpid(pid, 0)
+    pool.close()

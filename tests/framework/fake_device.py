@@ -35,6 +35,12 @@ class FakeTransfer(ort.DataTransfer):
             raise TypeError(f"expected a FakeTensor, got {type(value).__name__}")
         return value.data.copy()
 
+    def from_dlpack(self, data):
+        # this device's own tensors stay on it; any other producer is not this device's
+        if isinstance(data, FakeTensor):
+            return ort.OrtValue(data, FakeDeviceExecutionProvider.device, self.to_host)
+        return None
+
 
 fake_kernels = ort.KernelRegistry("FakeDeviceExecutionProvider")
 CALLS: dict[str, int] = {}

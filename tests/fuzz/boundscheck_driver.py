@@ -16,18 +16,15 @@ import numpy as np
 
 
 def main(cases: int, seed: int) -> None:
-    from onnxrt.execute import intra
+    from onnxrt.framework.parallel import SERIAL
     from onnxrt.providers.cpu import blas
     from onnxrt.providers.cpu.contrib import attention, gelu, layer_norm
-    from onnxrt.providers.cpu.nn import jit, resolve_pads
+    from onnxrt.providers.cpu.nn import conv_jit, pool_jit, resolve_pads
     from onnxrt.providers.cpu.nn.pool import _counts, _PoolGeo
 
-    # one thread: an IndexError raised inside the hot pool's native loop would not reach
-    # this process's Python; the kernels are the same functions on either path, each range
-    # is one (lo, hi) call
-    intra.threads = lambda: 1
-    jit._call = lambda key, total, spread, args, native=None: intra.for_ranges(
-        jit._K[key], args, total, False, key in jit._BLAS_KERNELS)
+    # one thread: the kernels are called without a session's pool (parallel.SERIAL), so an
+    # IndexError is never raised inside the hot pool's native loop, where it would not
+    # reach this process's Python; each range is one (lo, hi) call
     rng = random.Random(seed)
     counts = {"ran": 0, "refused": 0}
 
@@ -67,11 +64,11 @@ def main(cases: int, seed: int) -> None:
         w = np.random.RandomState(it + 1).standard_normal([m, cg] + kernel).astype(dt)
         b = np.random.RandomState(it + 2).standard_normal(m).astype(dt)
         if group > 1 and cg == 1:
-            k = jit.conv_kernel(w, group)
+            k = conv_jit.conv_kernel(w, group)
             if k is not None:
                 expect(lambda: k(x, b, list(strides), list(dil), list(begin), list(out)),
                        not bad, "JitConv")
-        g = jit.gemm_conv_kernel(w, group)
+        g = conv_jit.gemm_conv_kernel(w, group)
         if g is not None and not (group > 1 and cg == 1):
             expect(lambda: g(x, b, None, 0, 0.0, 0.0, list(strides), list(dil), list(begin),
                              list(out)), not bad, "GemmConv")
@@ -86,7 +83,7 @@ def main(cases: int, seed: int) -> None:
             continue
         if bad:
             geo.strides[0] = -1
-        pk = jit.pool_kernel(is_max, dt, kernel, geo.strides)
+        pk = pool_jit.pool_kernel(is_max, dt, kernel, geo.strides)
         if pk is not None:
             xp = np.random.RandomState(it + 3).standard_normal([n, 3] + spatial).astype(dt)
             div = None if is_max or bad else _counts(spatial, geo, False, dt)
@@ -104,7 +101,7 @@ def main(cases: int, seed: int) -> None:
             is None
         loop = gelu._gelu_kernel()
         if loop is not None:
-            gelu._run_rows(loop, x, gam)
+            gelu._run_rows(loop, x, gam, SERIAL)
             counts["ran"] += 1
             assert not gelu._rows_ok(loop, x, gam[:-1] if cols > 1 else gam[:0])
         heads = attention._heads_kernel()

@@ -16,11 +16,28 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import onnxrt
-from onnxrt.execute.threads import limit_threads
+import contextlib
+
+from onnxrt.framework import blas_threads
+from onnxrt.framework.blas_threads import blas_libraries
+from onnxrt.framework.parallel import ThreadPool
 from onnxrt.providers.cpu import blas
 from onnxrt.providers.cpu.nn import jit
 
 needs_numba = pytest.mark.skipif(not jit.available(), reason="numba is not installed")
+
+
+@contextlib.contextmanager
+def _run_of(n: int):
+    """What a run of a session with intra_op_num_threads = n holds: its pool, and BLAS
+    bounded to n threads."""
+    pool = ThreadPool(n, blas_bound=True)
+    blas_threads.request(n)
+    try:
+        yield pool
+    finally:
+        blas_threads.release(n)
+        pool.close()
 
 
 def _have_mkl() -> bool:
@@ -99,8 +116,8 @@ def test_split_matmul_matches_numpy(m, k, n, transposed, monkeypatch):
     a = rng.standard_normal((m, k)).astype(np.float32)
     b = rng.standard_normal((n, k)).astype(np.float32).T if transposed else \
         rng.standard_normal((k, n)).astype(np.float32)
-    with limit_threads(2):
-        y = jit.split_matmul(a, b)
+    with _run_of(2) as pool:
+        y = jit.split_matmul(a, b, pool)
     assert y is not None and y.shape == (m, n)
     np.testing.assert_allclose(y, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
 
@@ -108,12 +125,12 @@ def test_split_matmul_matches_numpy(m, k, n, transposed, monkeypatch):
 @needs_numba
 def test_split_matmul_declines_what_it_does_not_do():
     a = np.ones((256, 256), np.float32)
-    with limit_threads(2):
-        assert jit.split_matmul(a.astype(np.float64), a.astype(np.float64)) is None
-        assert jit.split_matmul(a[:8, :8], a[:8, :8]) is None               # too small
-        assert jit.split_matmul(a, a) is not None
-    with limit_threads(1):
-        assert jit.split_matmul(a, a) is None                               # one thread
+    with _run_of(2) as pool:
+        assert jit.split_matmul(a.astype(np.float64), a.astype(np.float64), pool) is None
+        assert jit.split_matmul(a[:8, :8], a[:8, :8], pool) is None         # too small
+        assert jit.split_matmul(a, a, pool) is not None
+    with _run_of(1) as pool:
+        assert jit.split_matmul(a, a, pool) is None                         # one thread
 
 
 def _matmul_model(k: int, n: int) -> bytes:
@@ -131,7 +148,8 @@ def _split_calls_and_outputs(monkeypatch, mb: bytes, x: np.ndarray) -> tuple:
     mb, its output and onnxruntime's."""
     calls = []
     real = jit.split_matmul
-    monkeypatch.setattr(jit, "split_matmul", lambda a, b: calls.append(a.shape) or real(a, b))
+    monkeypatch.setattr(jit, "split_matmul",
+                        lambda a, b, pool: calls.append(a.shape) or real(a, b, pool))
     so = onnxrt.SessionOptions()
     so.intra_op_num_threads = 2
     y = onnxrt.InferenceSession(mb, so).run(None, {"x": x})[0]
@@ -199,7 +217,6 @@ def test_gemm_node_with_transposed_weight_through_the_split(rows, monkeypatch):
 
 def _blas_threads_seen(monkeypatch, mb: bytes, feeds: dict) -> list[int]:
     """numpy's BLAS thread count at each np.matmul call of a 2-thread run of ``mb``."""
-    from onnxrt.execute.threads import blas_libraries
     seen = []
     real = np.matmul
 
@@ -220,7 +237,6 @@ def test_small_products_never_wake_blas_threads(monkeypatch):
     once woken, spin ~0.1 s (with OPENBLAS_THREAD_TIMEOUT unset, numpy imported before
     onnxrt) and took the cores from the next run (inception_v2's final 1x1024 by 1024x1000
     Gemm made every run 4x slower). A big float64 product still gets BLAS's threads."""
-    from onnxrt.execute.threads import blas_libraries
     if not blas_libraries():
         pytest.skip("threadpoolctl sees no BLAS of numpy's here: no thread count to watch")
     rng = np.random.default_rng(6)
@@ -247,7 +263,6 @@ def test_row_reductions_keep_blas_single_threaded():
     """The matrix-vector row reductions (global pooling, softmax sums, norms: nn.row_dot)
     run with BLAS single-threaded whatever the session's limit: squeezenet's batch-8 global
     pool woke BLAS's threads on every run."""
-    from onnxrt.execute.threads import blas_libraries
     from onnxrt.providers.cpu.nn import row_dot, row_mean
     if not blas_libraries():
         pytest.skip("threadpoolctl sees no BLAS of numpy's here: no thread count to watch")
@@ -259,7 +274,7 @@ def test_row_reductions_keep_blas_single_threaded():
             return getattr(ufunc, method)(*(np.asarray(a) for a in inputs), **kw)
 
     x = np.random.default_rng(7).standard_normal((8000, 169)).astype(np.float32)
-    with limit_threads(2):
+    with _run_of(2):
         m = row_mean(x.view(Watched))
         s = row_dot(x.view(Watched), np.ones(169, np.float32))
     assert seen == [1, 1]
@@ -269,9 +284,7 @@ def test_row_reductions_keep_blas_single_threaded():
 
 def test_one_range_calls_of_blas_kernels_keep_blas_single_threaded():
     """A kernel that calls BLAS, run in one call (one item, or one thread), does so with
-    BLAS single-threaded (execute/intra.py); the others are not slowed by the switch."""
-    from onnxrt.execute import intra
-    from onnxrt.execute.threads import blas_libraries
+    BLAS single-threaded (ThreadPool._one_call); the others are not slowed by the switch."""
     if not blas_libraries():
         pytest.skip("threadpoolctl sees no BLAS of numpy's here: no thread count to watch")
     seen = []
@@ -279,10 +292,10 @@ def test_one_range_calls_of_blas_kernels_keep_blas_single_threaded():
     def kernel(lo, hi):
         seen.append(max(lib.get_num_threads() for lib in blas_libraries()))
 
-    with limit_threads(2):
-        intra.for_ranges(kernel, (), 1, blas=True)
-        intra.native_ranges(0, lambda ji, jf: None, kernel, (), 1, blas=True)
-        intra.for_ranges(kernel, (), 1)
+    with _run_of(2) as pool:
+        pool.for_ranges(kernel, (), 1, blas=True)
+        pool.native_ranges(0, lambda ji, jf: None, kernel, (), 1, blas=True)
+        pool.for_ranges(kernel, (), 1)
     assert seen == [1, 1, 2]
 
 
@@ -293,18 +306,18 @@ def test_one_range_calls_of_blas_kernels_keep_blas_single_threaded():
 def test_stacked_products_split_over_threads_by_items(ashape, bshape, monkeypatch):
     """A stack of products goes to the session's threads item by item (BLAS single-threaded
     in each), never to BLAS's own threads; the result is numpy's."""
-    from onnxrt.execute import intra
     from onnxrt.providers.cpu.nn import matmul as mm
 
     monkeypatch.setattr(jit, "_MM_SPLIT_MIN", 0)
-    monkeypatch.setattr(jit, "split_matmul", lambda a, b: None)     # the stack path here
+    monkeypatch.setattr(jit, "split_matmul", lambda a, b, pool: None)    # the stack path
     calls = []
-    real = intra.parallel_for
-    monkeypatch.setattr(intra, "parallel_for", lambda n, fn: calls.append(n) or real(n, fn))
+    real = ThreadPool.parallel_for
+    monkeypatch.setattr(ThreadPool, "parallel_for",
+                        lambda self, n, fn: calls.append(n) or real(self, n, fn))
     rng = np.random.default_rng(8)
     a = rng.standard_normal(ashape).astype(np.float32)
     b = rng.standard_normal(bshape).astype(np.float32)
-    with limit_threads(2):
-        y = mm.matmul(a, b)
+    with _run_of(2) as pool:
+        y = mm.matmul(a, b, pool)
     np.testing.assert_allclose(y, np.matmul(a.astype(np.float64), b), rtol=1e-4, atol=1e-4)
     assert calls == ([2] if len(bshape) > 2 else [])    # a 2-D b: one flattened product

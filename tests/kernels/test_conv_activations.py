@@ -13,7 +13,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import onnxrt
-from onnxrt.providers.cpu.nn import jit
+from onnxrt.providers.cpu.nn import conv_jit, jit
 
 
 def _model(act: str, attrs: dict, residual: bool, depthwise: bool = False) -> bytes:
@@ -83,7 +83,7 @@ def test_activations_fused_into_the_conv(act, attrs, residual, compiled, depthwi
         next(a for a in fused[0].attribute if a.name == "activation")).decode() == act
     _saved_model_agrees_in_onnxruntime(so.optimized_model_filepath, feeds, y)
     kernel = getattr(s._plan.steps[0].fn, "__self__", s._plan.steps[0].fn)
-    assert kernel.conv._epi_kind[0] == jit.EPI_KINDS[act]   # the compiled epilogue's code
+    assert kernel.conv._epi_kind[0] == conv_jit.EPI_KINDS[act]   # the compiled epilogue's code
     assert ((kernel.conv._jit if depthwise else kernel.conv._gemm) is not None) == compiled
     if compiled:
         assert not any(late)
@@ -96,7 +96,7 @@ def test_epilogue_kernel_applies_each_kind_like_numpy():
     """The compiled epilogue alone, every activation code, NaN passing through."""
     if not jit.available():
         pytest.skip("numba is not installed")
-    fn = jit.epilogue_kernel(np.float32)
+    fn = conv_jit.epilogue_kernel(np.float32)
     rng = np.random.default_rng(6)
     y0 = (rng.standard_normal((1, 3, 50)) * 4).astype(np.float32)
     y0[0, 1, 7] = np.nan

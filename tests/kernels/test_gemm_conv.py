@@ -13,9 +13,10 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import onnxrt
-from onnxrt.execute import intra
+from onnxrt.framework.parallel import ThreadPool
 from onnxrt.providers.cpu import blas
-from onnxrt.providers.cpu.nn import jit
+from onnxrt.providers.cpu.nn import conv_jit, jit
+from onnxrt.providers.cpu.nn.native import Kind
 
 needs_numba = pytest.mark.skipif(not jit.available(), reason="numba is not installed")
 _TYPES = {np.float32: TensorProto.FLOAT, np.float64: TensorProto.DOUBLE,
@@ -89,13 +90,13 @@ CASES = [  # input shape, weight shape, attributes
 @pytest.mark.parametrize("form", ["im2col", "taps"])
 def test_dense_conv_matches_onnxruntime(xs, ws, attrs, spread, form, monkeypatch):
     if spread != "one":         # small shapes: spread them anyway
-        monkeypatch.setattr(jit, "_GEMM_PAR_MIN", 0)
+        monkeypatch.setattr(conv_jit, "_GEMM_PAR_MIN", 0)
     # the compiled conv even for the small 1x1 convs that take one matmul (conv._tiny_1x1)
     from onnxrt.providers.cpu.nn import conv as conv_mod
     monkeypatch.setattr(conv_mod, "_TINY_MACS", 0)
     # the tap-by-tap products (stride 1, dense) for every channel count, or never
-    monkeypatch.setattr(jit, "_TAPS_MIN_C", 1 if form == "taps" else 1 << 30)
-    monkeypatch.setattr(jit, "_TAPS_MAX_M", 1 << 30)
+    monkeypatch.setattr(conv_jit, "_TAPS_MIN_C", 1 if form == "taps" else 1 << 30)
+    monkeypatch.setattr(conv_jit, "_TAPS_MAX_M", 1 << 30)
     used = []
     real = jit._K["taps_conv"] if jit._load() else None
     if real is not None:
@@ -123,8 +124,8 @@ def test_dense_conv_matches_onnxruntime(xs, ws, attrs, spread, form, monkeypatch
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("taps", [False, True])
 def test_fused_conv_epilogue_with_z(act, params, threads, taps, monkeypatch):
-    monkeypatch.setattr(jit, "_GEMM_PAR_MIN", 0)
-    monkeypatch.setattr(jit, "_TAPS_MIN_C", 1 if taps else 1 << 30)
+    monkeypatch.setattr(conv_jit, "_GEMM_PAR_MIN", 0)
+    monkeypatch.setattr(conv_jit, "_TAPS_MIN_C", 1 if taps else 1 << 30)
     xs, ws, attrs = (2, 6, 11, 12), (10, 6, 3, 3), {"pads": [1, 1, 1, 1]}
     rng = np.random.default_rng(3)
     x = rng.standard_normal(xs).astype(np.float32)
@@ -200,18 +201,21 @@ def test_split_runs_on_several_threads(native, monkeypatch):
     serving loop (no Python on the worker), or as Python items where it has none."""
     import threading
 
-    from onnxrt.execute import hotpool, threads
+    from onnxrt.framework import hotpool
 
-    pool = hotpool.get(threads.default_threads() - 1)
+    probe = ThreadPool(2)
+    pool = probe.hot_pool()
+    probe.close()
     if pool is None or not pool.native:
         pytest.skip("no hot pool with a native serving loop here (numba or BLAS missing)")
-    monkeypatch.setattr(jit, "_GEMM_PAR_MIN", 0)
-    monkeypatch.setattr(pool, "native", native)
+    monkeypatch.setattr(conv_jit, "_GEMM_PAR_MIN", 0)
+    if not native:      # the sessions' own pools: no native serving loop
+        monkeypatch.setattr(hotpool, "_NATIVE", [])
     seen: set[int] = set()
     posted = []
-    real, real_native = intra.parallel_for, hotpool.HotPool.run_native
+    real, real_native = ThreadPool.parallel_for, hotpool.HotPool.run_native
 
-    def spy(n, fn):
+    def spy(self, n, fn):
         started = threading.Barrier(n, timeout=5)
 
         def item(k):
@@ -221,10 +225,10 @@ def test_split_runs_on_several_threads(native, monkeypatch):
             except threading.BrokenBarrierError:
                 pass
             fn(k)
-        real(n, item)
+        real(self, n, item)
 
     def spy_native(self, kind, parts, own):
-        before = int(self.ctl[0, hotpool._DONE])
+        before = int(self.ctl[0, hotpool.DONE])
         taken = []
         real_take = self._take_back
         self._take_back = lambda posted_n: taken.extend(real_take(posted_n)) or taken
@@ -232,21 +236,28 @@ def test_split_runs_on_several_threads(native, monkeypatch):
             real_native(self, kind, parts, own)
         finally:
             del self._take_back
-        posted.append((kind, parts, int(self.ctl[0, hotpool._DONE]) - before, bool(taken)))
+        posted.append((kind, parts, int(self.ctl[0, hotpool.DONE]) - before, bool(taken)))
 
-    monkeypatch.setattr(intra, "parallel_for", spy)
+    monkeypatch.setattr(ThreadPool, "parallel_for", spy)
     monkeypatch.setattr(hotpool.HotPool, "run_native", spy_native)
     xs, ws, attrs = (8, 8, 30, 30), (16, 8, 3, 3), {"pads": [1, 1, 1, 1]}
     mb = _conv_model(xs, ws, attrs)
     x = np.random.default_rng(9).standard_normal(xs).astype(np.float32)
-    for _ in range(5):      # a loaded machine may not run the worker in time: then its
-        posted.clear()      # part is taken back by the caller (execute/hotpool.py); again
-        y, _ = _ours(mb, {"x": x}, 2)
+    so = onnxrt.SessionOptions()
+    so.intra_op_num_threads = 2
+    sess = onnxrt.InferenceSession(mb, so)
+    # the session's first split starts its workers, which may not run in time for it; a
+    # loaded machine may not run a worker in time either: then its part is taken back by
+    # the caller (framework/hotpool.py); again
+    for _ in range(6):
+        posted.clear()
+        seen.clear()
+        y = sess.run(None, {"x": x})[0]
         np.testing.assert_allclose(y, _ort(mb, {"x": x}), rtol=1e-4, atol=1e-5)
         if not native or not posted[0][3]:
             break
     if native:      # the second half of the images ran on worker 0, which marked it done
-        assert posted == [(jit._NK_GEMM, [(0, 4), (4, 8)], 1, False)] and not seen
+        assert posted == [(Kind.GEMM_CONV, [(0, 4), (4, 8)], 1, False)] and not seen
     else:
         assert len(seen) == 2 and not posted
 
@@ -263,8 +274,8 @@ def test_split_runs_on_several_threads(native, monkeypatch):
 def test_one_image_splits_in_bands_or_channel_blocks(xs, ws, attrs, split, monkeypatch):
     """Fewer images than threads: bands of rows while each thread keeps _MIN_SPLIT_COLS
     output columns, else blocks of output channels; either way every output once."""
-    monkeypatch.setattr(jit, "_GEMM_PAR_MIN", 0)
-    monkeypatch.setattr(jit, "_TAPS_MIN_C", 64)
+    monkeypatch.setattr(conv_jit, "_GEMM_PAR_MIN", 0)
+    monkeypatch.setattr(conv_jit, "_TAPS_MIN_C", 64)
     from onnxrt.providers.cpu.nn import conv as conv_mod
     monkeypatch.setattr(conv_mod, "_TINY_MACS", 0)      # the compiled conv for 1x1 too
     x = np.random.default_rng(10).standard_normal(xs).astype(np.float32)

@@ -12,8 +12,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import onnxrt
-from onnxrt.execute import hotpool, intra, threads
-from onnxrt.providers.cpu.nn import jit
+from onnxrt.framework import hotpool
+from onnxrt.framework.parallel import ThreadPool
+from onnxrt.providers.cpu.nn import compiling, conv_jit, jit
 
 HAVE = jit.available()
 needs_numba = pytest.mark.skipif(not HAVE, reason="numba is not installed")
@@ -33,9 +34,9 @@ def calls(monkeypatch):
     seen: list[str] = []
     real = jit._call
 
-    def spy(key, total, spread, args, native=None):
+    def spy(pool, key, total, spread, args, native=None):
         seen.append(key)
-        return real(key, total, spread, args, native)
+        return real(pool, key, total, spread, args, native)
 
     monkeypatch.setattr(jit, "_call", spy)
     return seen
@@ -100,7 +101,7 @@ def test_depthwise_conv_matches_numpy_and_ort(xs, ws, attrs, calls):
     mb = _model("Conv", xs, np.float32, attrs, ws)
     x = np.random.default_rng(1).standard_normal(xs).astype(np.float32)
     yj, yn = _both(mb, x)
-    assert calls == ["dwcl" if yj.shape[-1] < jit._MIN_OUT_W else "conv"]
+    assert calls == ["dwcl" if yj.shape[-1] < conv_jit._MIN_OUT_W else "conv"]
     np.testing.assert_array_equal(yj, yn)      # same products, same order
     np.testing.assert_allclose(yj, _ort(mb, x), rtol=1e-5, atol=1e-5)
 
@@ -302,20 +303,20 @@ def test_pool_float64_nan_and_fallbacks(calls):
 
 @needs_numba
 def test_split_over_threads_and_concurrent_runs(monkeypatch, calls):
-    """Big enough calls split their planes over the session's threads (execute/intra.py):
+    """Big enough calls split their planes over the session's threads (its ThreadPool):
     the same results as one thread, also with several threads running one session."""
     splits = []
-    real_pf = intra.parallel_for
+    real_pf = ThreadPool.parallel_for
 
-    def spy_pf(n, fn):
-        splits.append((threads.jit_threads(), n))
-        return real_pf(n, fn)
+    def spy_pf(self, n, fn):
+        splits.append((self.budget, n))
+        return real_pf(self, n, fn)
 
-    monkeypatch.setattr(intra, "parallel_for", spy_pf)
+    monkeypatch.setattr(ThreadPool, "parallel_for", spy_pf)
     real_native = hotpool.HotPool.run_native
 
     def spy_native(self, kind, parts, own):       # the depthwise planes' native items
-        splits.append((threads.jit_threads(), len(parts)))
+        splits.append((self.n + 1, len(parts)))
         return real_native(self, kind, parts, own)
 
     monkeypatch.setattr(hotpool.HotPool, "run_native", spy_native)
@@ -361,7 +362,7 @@ def test_split_over_threads_and_concurrent_runs(monkeypatch, calls):
 
 def test_numpy_path_without_numba(monkeypatch, calls):
     """Without numba (or with ONNXRT_JIT=0) nothing is compiled and results are right."""
-    monkeypatch.setattr(jit, "_HAVE", False)
+    monkeypatch.setattr(compiling, "_HAVE", False)
     jit.set_enabled(True)
     assert not jit.enabled()
     xs, ws, attrs = CONVS[1]
@@ -419,7 +420,7 @@ def test_a_run_compiles_nothing():
     x = rng.standard_normal((8, 16, 21, 21)).astype(np.float32)
     with pytest.MonkeyPatch.context() as mp:     # every kernel big enough to be split
         mp.setattr(jit, "_PAR_MIN_WORK", 0)
-        mp.setattr(jit, "_GEMM_PAR_MIN", 0)
+        mp.setattr(conv_jit, "_GEMM_PAR_MIN", 0)
         mp.setattr(jit, "_MM_SPLIT_MIN", 0)
         y = s.run(None, {"x": x})[0]
     np.testing.assert_allclose(y, _ort(mb, x), rtol=1e-4, atol=1e-3)

@@ -185,13 +185,14 @@ def test_big_concat_copies_over_threads_like_numpy(axis, monkeypatch):
     """Outputs above _PAR_CONCAT_BYTES are copied by the session's threads, a range of the
     leading dimensions each: the same array as np.concatenate (a NumPy formula), also
     with a non-contiguous input, uneven widths and three inputs."""
-    from onnxrt.execute import intra
+    from onnxrt.framework.parallel import ThreadPool
     from onnxrt.providers.cpu.tensor import layout
 
     monkeypatch.setattr(layout, "_PAR_CONCAT_BYTES", 1024)
     used = []
-    real = intra.parallel_for
-    monkeypatch.setattr(intra, "parallel_for", lambda n, fn: (used.append(n), real(n, fn)))
+    real = ThreadPool.parallel_for
+    monkeypatch.setattr(ThreadPool, "parallel_for",
+                        lambda self, n, fn: (used.append(n), real(self, n, fn)))
     rng = np.random.default_rng(11)
     middle = {1: (3, 2, 7, 6), 2: (3, 5, 4, 6), -1: (3, 5, 7, 2)}[axis]
     xs = [rng.standard_normal((3, 5, 7, 6)).astype(np.float32),
@@ -205,7 +206,7 @@ def test_big_concat_copies_over_threads_like_numpy(axis, monkeypatch):
     np.testing.assert_array_equal(got, np.concatenate(xs, axis=axis))
     assert used == [2]
     # mixed dtypes are not the split's: np.concatenate's promotion decides
-    assert layout._concat_split([xs[0], xs[0].astype(np.float64)], 1) is None
+    assert layout._concat_split([xs[0], xs[0].astype(np.float64)], 1, ThreadPool(2)) is None
 
 
 @pytest.mark.parametrize("opset,attrs,split,n", [

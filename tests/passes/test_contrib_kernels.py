@@ -76,8 +76,8 @@ def test_fused_gemm(act):
 def test_gelus(jit_on, monkeypatch):
     """The erf GELUs compiled (numba) and in NumPy; inputs across both erf pieces, the
     saturated range and specials."""
-    from onnxrt.providers.cpu.nn import jit
-    monkeypatch.setattr(jit, "_ENABLED", [jit_on and jit.available()])
+    from onnxrt.providers.cpu.nn import compiling
+    monkeypatch.setattr(compiling, "_ENABLED", [jit_on and compiling.available()])
     x, bias = f32(3, 5, 8) * 3, f32(8)
     x[0, 0] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 12.0, -12.0, 1.4142135]
     for op, ins in (("Gelu", {"x": x}), ("FastGelu", {"x": x}), ("FastGelu", {"x": x, "b": bias}),
@@ -234,8 +234,8 @@ def test_fused_conv_channel_affine(act, params, jit_on, monkeypatch):
     fused) runs as a per-channel scale and shift; with Z, the convolution path."""
     from onnx import numpy_helper
 
-    from onnxrt.providers.cpu.nn import jit
-    monkeypatch.setattr(jit, "_ENABLED", [jit_on and jit.available()])
+    from onnxrt.providers.cpu.nn import compiling
+    monkeypatch.setattr(compiling, "_ENABLED", [jit_on and compiling.available()])
     c = 5
     x, z = f32(3, c, 6, 7), f32(3, c, 6, 7)
     x[0, 0, 0, :3] = [np.nan, -0.0, np.inf]
@@ -263,7 +263,7 @@ def test_fused_conv_channel_affine(act, params, jit_on, monkeypatch):
         sess = ort.InferenceSession(m.SerializeToString())
         kernel = sess._plan.steps[0].fn
         assert kernel.affine is not None
-        assert (kernel.affine.loop is not None) == (jit_on and jit.available()
+        assert (kernel.affine.loop is not None) == (jit_on and compiling.available()
                                                     and act not in ("Sigmoid", "HardSigmoid"))
         for _ in range(2):   # the kernel leaves its input alone
             ours = sess.run(None, feeds)

@@ -30,7 +30,7 @@ from onnxrt.framework.compatibility import (OrtCompiledModelCompatibility,
                                             get_hardware_device_ep_incompatibility_details,
                                             get_model_compatibility_for_ep_devices)
 from onnxrt.compile import OrtCompileApiFlags, OrtExternalInitializerInfo
-from onnxrt.sparse import SparseBlockSparseView, SparseCooView, SparseCsrView
+from onnxrt.framework.sparse import SparseBlockSparseView, SparseCooView, SparseCsrView
 
 __all__ = [
     "AdapterFormat", "ExecutionMode", "ExecutionOrder", "GraphOptimizationLevel",

@@ -45,7 +45,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         raise CliError("--plot needs --profile")
     sess, path, created = open_session(args.model, args.providers, args.threads,
                                        profile=args.profile, batch=args.batch)
-    from onnxrt.execute import warmup
+    from onnxrt.framework import warmup
     if warmup.status() == "compiling":
         # a benchmark of the NumPy kernels would mislead: wait (once per machine), then
         # time a session made with the compiled ones

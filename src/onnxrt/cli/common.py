@@ -51,8 +51,8 @@ def open_session(model: str, providers: str | None, threads: int = 0,
 
 def compile_note() -> str:
     """A line for stderr while the CPU kernels compile in the background (the first use on
-    a machine, execute/warmup.py), else ""."""
-    from onnxrt.execute import warmup
+    a machine, framework/warmup.py), else ""."""
+    from onnxrt.framework import warmup
 
     if warmup.status() == "compiling":
         return ("note: the CPU kernels are compiling in the background (first use on this "

@@ -6,25 +6,10 @@ import time
 from typing import Any
 
 from onnxrt.errors import Fail, OnnxRuntimeError, RunCanceled, RuntimeException
+from onnxrt.framework.kernel import RunContext
 from onnxrt.plan.plan import GraphPlan
 
 __all__ = ["RunContext", "execute_plan"]
-
-
-class RunContext:
-    """Per-run state handed to kernels that ask for it (control flow, function calls)."""
-
-    __slots__ = ("run_options", "profiler", "depth")
-
-    def __init__(self, run_options: Any = None, profiler: Any = None, depth: int = 0) -> None:
-        self.run_options = run_options
-        self.profiler = profiler
-        self.depth = depth
-
-    def check_terminate(self) -> None:
-        ro = self.run_options
-        if ro is not None and ro.terminate:
-            raise RunCanceled("Exiting due to terminate flag being set to true.")
 
 
 def execute_plan(plan: GraphPlan, inputs: list[Any] | tuple[Any, ...],
@@ -43,12 +28,17 @@ def execute_plan(plan: GraphPlan, inputs: list[Any] | tuple[Any, ...],
     i = 0
     try:
         if prof is None and ro is None:
-            # the plain loop: one- and two-input steps unpacked (plan.quick_steps)
+            # the plain loop: one- and two-input steps unpacked (plan.quick_steps); in the
+            # other steps ``o`` is the call mode (plan.call_mode)
             for arity, fn, a, b, o, free in plan.quick_steps:
                 if arity == 1:
                     vals[o] = fn(vals[a])
                 elif arity == 2:
                     vals[o] = fn(vals[a], vals[b])
+                elif arity == 3:
+                    vals[o] = fn(vals[a], ctx=ctx)
+                elif arity == 4:
+                    vals[o] = fn(vals[a], vals[b], ctx=ctx)
                 elif o == 0:
                     vals[b[0]] = fn(*[vals[s] for s in a])
                 elif o == 1:

@@ -9,7 +9,7 @@ import onnx
 
 from onnxrt.errors import InvalidArgument
 from onnxrt.ir.dtypes import elem_type_name, np_dtype, onnx_elem_type, type_string
-from onnxrt.values import OrtValue, strings_to_objects
+from onnxrt.framework.ortvalue import OrtValue, strings_to_objects
 
 __all__ = ["InputSpec", "prepare_feeds", "host_output"]
 

@@ -53,7 +53,7 @@ def _run_step(step: Any, vals: list[Any], ctx: Any, plan: GraphPlan) -> None:
     args = [vals[s] for s in ins]
     prof = ctx.profiler
     t0 = time.perf_counter_ns() if prof is not None else 0
-    res = fn(*args, ctx=ctx) if mode & 2 else fn(*args)
+    res = fn(*args, ctx=ctx) if mode & 6 else fn(*args)   # MODE_CTX or MODE_POOL
     if mode & 1:
         for s, v in zip(outs, res):
             vals[s] = v

@@ -19,7 +19,7 @@ from onnxrt.framework.device import Device
 from onnxrt.framework.devices import DeviceSupport, OrtHardwareDevice, discover_devices
 
 if TYPE_CHECKING:
-    from onnxrt.allocators import OrtMemoryInfo
+    from onnxrt.framework.allocators import OrtMemoryInfo
     from onnxrt.framework.provider import ExecutionProvider
 
 __all__ = ["OrtEpDevice", "get_ep_devices", "ep_device_for", "forget_library"]
@@ -85,7 +85,8 @@ class OrtEpDevice:
         """Where the provider keeps values when it runs on this device, for ``DEFAULT``
         memory. ``HOST_ACCESSIBLE`` gives None: onnxrt's providers keep no separate
         host-accessible memory (host copies are NumPy arrays)."""
-        from onnxrt.allocators import OrtDeviceMemoryType, OrtMemoryInfo, OrtMemoryInfoDeviceType
+        from onnxrt.framework.allocators import (OrtDeviceMemoryType, OrtMemoryInfo,
+                                                 OrtMemoryInfoDeviceType)
 
         try:
             kind = OrtDeviceMemoryType(int(memory_type))
@@ -124,7 +125,7 @@ class OrtEpDevice:
 
 
 def _package_version(mod: Any) -> str:
-    from onnxrt import __version__
+    from onnxrt.framework.version import __version__
 
     if mod is None:
         return __version__

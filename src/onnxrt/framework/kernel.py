@@ -9,6 +9,16 @@ Inputs are positional (``None`` for an absent optional input); attributes are ke
 with the ONNX schema's defaults filled in by the planner, never restated by the kernel.
 A kernel that must prepare once per session is a class: ``__init__(self, node: NodeInfo)``
 and ``__call__(self, *inputs)``.
+
+What a kernel gets of its session at run time comes in the run context (``RunContext``),
+passed as the keyword ``ctx=`` to kernels that ask for it:
+
+- ``threads=True``: the kernel splits its work over the session's intra-op threads,
+  ``ctx.thread_pool`` (framework/parallel.py, onnxruntime's ``GetOperatorThreadPool()``).
+  It must also run without a context (``ctx=None``, then ``parallel.SERIAL``): constant
+  folding calls it at session creation.
+- ``context=True``: the kernel needs the run itself (the run options, the profiler, nested
+  graphs run through ``ctx``: If, Loop, Scan); it is never folded.
 """
 
 from __future__ import annotations
@@ -19,7 +29,32 @@ from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
-__all__ = ["KernelDef", "KernelRegistry", "NodeInfo"]
+__all__ = ["KernelDef", "KernelRegistry", "NodeInfo", "RunContext"]
+
+
+class RunContext:
+    """Per-run state handed to the kernels that ask for it (``ctx=``): the run options,
+    the profiler hook, the nesting depth of subgraphs, and the session's intra-op thread
+    pool (``thread_pool``, a framework/parallel.py ``ThreadPool``)."""
+
+    __slots__ = ("run_options", "profiler", "depth", "thread_pool")
+
+    def __init__(self, run_options: Any = None, profiler: Any = None, depth: int = 0,
+                 thread_pool: Any = None) -> None:
+        self.run_options = run_options
+        self.profiler = profiler
+        self.depth = depth
+        if thread_pool is None:
+            from onnxrt.framework.parallel import SERIAL
+            thread_pool = SERIAL
+        self.thread_pool = thread_pool
+
+    def check_terminate(self) -> None:
+        ro = self.run_options
+        if ro is not None and ro.terminate:
+            from onnxrt.errors import RunCanceled
+
+            raise RunCanceled("Exiting due to terminate flag being set to true.")
 
 
 @dataclass(frozen=True)
@@ -78,6 +113,7 @@ class KernelDef:
     host_inputs: frozenset[int] = frozenset()
     needs_node: bool = False
     context: bool = False
+    threads: bool = False       # takes ``ctx=`` for the session's thread pool, foldable
     inplace: tuple[tuple[int, int], ...] = ()
     accepted_attrs: frozenset[str] | None = None  # None: accepts any keyword
 
@@ -126,6 +162,7 @@ class KernelRegistry:
         host_inputs: Iterable[int] = (),
         needs_node: bool = False,
         context: bool = False,
+        threads: bool = False,
         inplace: Iterable[tuple[int, int]] = (),
     ) -> Callable[[Any], Any]:
         """Decorator registering a function or class as the kernel of one or more ops."""
@@ -135,7 +172,7 @@ class KernelRegistry:
             for op in ops:
                 self.register(op, impl, since=since, until=until, domain=domain, dtypes=dtypes,
                               host_inputs=host_inputs, needs_node=needs_node, context=context,
-                              inplace=inplace)
+                              threads=threads, inplace=inplace)
             return impl
 
         return deco
@@ -152,6 +189,7 @@ class KernelRegistry:
         host_inputs: Iterable[int] = (),
         needs_node: bool = False,
         context: bool = False,
+        threads: bool = False,
         inplace: Iterable[tuple[int, int]] = (),
     ) -> KernelDef:
         if domain == "ai.onnx":
@@ -169,6 +207,7 @@ class KernelRegistry:
             host_inputs=frozenset(host_inputs),
             needs_node=needs_node,
             context=context,
+            threads=threads,
             inplace=tuple(inplace),
             accepted_attrs=accepted,
         )

@@ -300,22 +300,41 @@ def _unavailable(name: str, why: str, policy: str, opts: dict[str, Any]) -> None
     return None
 
 
-def transfer_to_device(arr: Any, device: Device) -> Any:
-    """An OrtValue holding ``arr`` copied to ``device`` through a provider on that device."""
-    from onnxrt.values import OrtValue
-
+def _transfers(device_type: str | None = None) -> Any:
+    """The data transfers of the available providers (of ``device_type`` when given), in
+    the registration order: third-party providers, then the built-in ones."""
     for name in list(_REGISTERED) + list(_BUILTIN):
         try:
             cls = provider_class(name)
         except Exception:
             continue
-        if cls is None or cls.device.type != device.type:
+        if cls is None or (device_type is not None and cls.device.type != device_type):
             continue
-        if not cls.is_available():
+        try:
+            if not cls.is_available():
+                continue
+            dt = cls().data_transfer()
+        except Exception:   # a provider that cannot be made here transfers nothing
             continue
-        ep = cls()
-        dt = ep.data_transfer()
         if dt is not None:
-            return OrtValue(dt.to_device(arr, device), device, dt.to_host)
+            yield dt
+
+
+def value_from_dlpack(data: Any) -> Any:
+    """An OrtValue sharing a DLPack producer's memory through the first available provider
+    whose data transfer takes it (DataTransfer.from_dlpack), or None."""
+    for dt in _transfers():
+        v = dt.from_dlpack(data)
+        if v is not None:
+            return v
+    return None
+
+
+def transfer_to_device(arr: Any, device: Device) -> Any:
+    """An OrtValue holding ``arr`` copied to ``device`` through a provider on that device."""
+    from onnxrt.framework.ortvalue import OrtValue
+
+    for dt in _transfers(device.type):
+        return OrtValue(dt.to_device(arr, device), device, dt.to_host)
     raise InvalidArgument(f"no available provider has device type {device.type!r}; "
                           f"cannot place a value there")

@@ -51,6 +51,12 @@ class DataTransfer:
                 "copies_to_host": self.copies_to_host,
                 "bytes_to_host": self.bytes_to_host}
 
+    def from_dlpack(self, data: Any) -> Any:
+        """An OrtValue sharing the memory of a DLPack producer (an array or a capsule) that
+        this provider's engine can take, or None (then the host reads it through numpy).
+        ``OrtValue.from_dlpack`` asks every available provider's transfer in turn."""
+        return None
+
     # -- to implement -------------------------------------------------------------------
     def _to_device(self, array: np.ndarray, device: Device) -> Any:
         raise NotImplementedError

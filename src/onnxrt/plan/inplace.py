@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from onnxrt.plan.plan import MODE_SINGLE, Step
+from onnxrt.plan.plan import MODE_POOL, MODE_SINGLE, Step
 
 __all__ = ["concat_in_place"]
 
@@ -41,7 +41,7 @@ __all__ = ["concat_in_place"]
 def _writer(step: Step) -> int | None:
     """The output channels of a single-output step whose kernel offers the protocol."""
     fn = step.fn
-    if step.mode != MODE_SINGLE or len(step.outs) != 1:
+    if step.mode & ~MODE_POOL != MODE_SINGLE or len(step.outs) != 1:
         return None
     get = getattr(fn, "output_channels", None)
     if get is None or not callable(getattr(fn, "output_shape", None)):
@@ -56,13 +56,13 @@ class _First:
     def __init__(self, fn: Callable[..., Any], total: int, lo: int, hi: int) -> None:
         self.fn, self.total, self.lo, self.hi = fn, total, lo, hi
 
-    def __call__(self, *ins: Any) -> Any:
+    def __call__(self, *ins: Any, **ctx: Any) -> Any:
         x = ins[0]
         if not isinstance(x, np.ndarray):
-            return self.fn(*ins)
+            return self.fn(*ins, **ctx)
         shape = self.fn.output_shape(*ins)
         whole = np.empty((shape[0], self.total) + tuple(shape[2:]), dtype=x.dtype)
-        return self.fn(*ins, out=whole[:, self.lo:self.hi])
+        return self.fn(*ins, out=whole[:, self.lo:self.hi], **ctx)
 
 
 class _Later:
@@ -72,7 +72,7 @@ class _Later:
     def __init__(self, fn: Callable[..., Any], total: int, lo: int, hi: int) -> None:
         self.fn, self.total, self.lo, self.hi = fn, total, lo, hi
 
-    def __call__(self, *ins: Any) -> Any:
+    def __call__(self, *ins: Any, **ctx: Any) -> Any:
         anchor = ins[-1]
         ins = ins[:-1]
         whole = getattr(anchor, "base", None)
@@ -81,8 +81,8 @@ class _Later:
             x = ins[0]
             if (tuple(whole.shape) == (shape[0], self.total) + tuple(shape[2:])
                     and whole.dtype == x.dtype and whole.flags.c_contiguous):
-                return self.fn(*ins, out=whole[:, self.lo:self.hi])
-        return self.fn(*ins)
+                return self.fn(*ins, out=whole[:, self.lo:self.hi], **ctx)
+        return self.fn(*ins, **ctx)
 
 
 class _Joined:
@@ -97,7 +97,7 @@ class _Joined:
         self.fn, self.total, self.bounds, self.writers = fn, total, bounds, writers
         self.end = bounds[-1][1]
 
-    def __call__(self, *xs: Any) -> Any:
+    def __call__(self, *xs: Any, **ctx: Any) -> Any:
         whole = None
         for k in self.writers:
             b = getattr(xs[k], "base", None)
@@ -107,17 +107,17 @@ class _Joined:
                 whole = b
                 break
         if whole is None:
-            return self.fn(*xs)
+            return self.fn(*xs, **ctx)
         n, sp, step, start = whole.shape[0], whole.shape[2:], whole.strides[1], whole.ctypes.data
         for x, (lo, hi) in zip(xs, self.bounds):
             if (not isinstance(x, np.ndarray) or x.dtype != whole.dtype
                     or x.shape != (n, hi - lo) + sp):
-                return self.fn(*xs)
+                return self.fn(*xs, **ctx)
         for x, (lo, hi) in zip(xs, self.bounds):
             if x.base is whole and x.ctypes.data == start + lo * step:
                 continue
             if np.may_share_memory(x, whole):
-                return self.fn(*xs)
+                return self.fn(*xs, **ctx)
             whole[:, lo:hi] = x     # an input no kernel wrote in place: copied here
         return whole if self.end == self.total else whole[:, :self.end]
 
@@ -152,7 +152,7 @@ def concat_in_place(steps: list[Step], keep: set[int]) -> list[Step]:
     for ci, st in enumerate(steps):
         node = st.node
         if (node.op_type != "Concat" or node.domain not in ("", "ai.onnx")
-                or st.mode != MODE_SINGLE or len(st.ins) < 2 or len(set(st.ins)) != len(st.ins)
+                or st.mode & ~MODE_POOL != MODE_SINGLE or len(st.ins) < 2 or len(set(st.ins)) != len(st.ins)
                 or int(node.attrs.get("axis", 1)) != 1):
             continue
         wr = []

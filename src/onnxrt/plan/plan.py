@@ -8,7 +8,7 @@ from typing import Any, Callable
 from onnxrt.framework.kernel import NodeInfo
 
 __all__ = ["Step", "GraphPlan", "NONE_SLOT", "SINK_SLOT", "MODE_SINGLE", "MODE_MULTI",
-           "MODE_CTX", "SubgraphRunner"]
+           "MODE_CTX", "MODE_POOL", "call_mode", "SubgraphRunner"]
 
 NONE_SLOT = 0   # always holds None: absent optional inputs read it
 SINK_SLOT = 1   # absent optional outputs are written here and never read
@@ -16,6 +16,13 @@ SINK_SLOT = 1   # absent optional outputs are written here and never read
 MODE_SINGLE = 0  # one output, no run context
 MODE_MULTI = 1   # several outputs (a tuple), no run context
 MODE_CTX = 2     # flag: the kernel takes ``ctx=`` (added to the two above)
+MODE_POOL = 4    # flag: the kernel takes ``ctx=`` for the session's thread pool, and runs
+                 # without it too (so it may be folded at session creation)
+
+
+def call_mode(mode: int) -> int:
+    """How the executor calls a step: bit 0 several outputs, bit 1 with ``ctx=``."""
+    return (mode & MODE_MULTI) | (MODE_CTX if mode & (MODE_CTX | MODE_POOL) else 0)
 
 
 @dataclass(frozen=True)
@@ -54,20 +61,21 @@ class GraphPlan:
     output_types: tuple[Any, ...] = ()
     slot_names: list[str] = field(default_factory=list)
     output_devices: tuple[Any, ...] = ()
-    # prebound forms of ``steps`` for the executor's loops: (fn, ins, outs, mode, free), and
-    # (arity, fn, a, b, out, free) for the plain loop, single-output steps of one or two
-    # inputs unpacked (arity 1 or 2) and the others as (0, fn, ins, outs, mode, free)
+    # prebound forms of ``steps`` for the executor's loops: (fn, ins, outs, call mode, free),
+    # and (arity, fn, a, b, out, free) for the plain loop, single-output steps of one or two
+    # inputs unpacked (arity 1 or 2; 3 or 4 when they take ``ctx=``) and the others as
+    # (0, fn, ins, outs, call mode, free)
     fast_steps: tuple[tuple[Any, ...], ...] = ()
     quick_steps: tuple[tuple[Any, ...], ...] = ()
 
     def freeze(self) -> "GraphPlan":
-        self.fast_steps = tuple(s.as_tuple() for s in self.steps)
+        self.fast_steps = tuple((s.fn, s.ins, s.outs, call_mode(s.mode), s.free)
+                                for s in self.steps)
         quick = []
         for fn, ins, outs, mode, free in self.fast_steps:
-            if mode == MODE_SINGLE and len(ins) == 1:
-                quick.append((1, fn, ins[0], 0, outs[0], free))
-            elif mode == MODE_SINGLE and len(ins) == 2:
-                quick.append((2, fn, ins[0], ins[1], outs[0], free))
+            if mode in (MODE_SINGLE, MODE_CTX) and len(ins) in (1, 2):
+                arity = len(ins) + (2 if mode == MODE_CTX else 0)
+                quick.append((arity, fn, ins[0], ins[-1], outs[0], free))
             else:
                 quick.append((0, fn, ins, outs, mode, free))
         self.quick_steps = tuple(quick)

@@ -29,8 +29,8 @@ from onnxrt.ir.graph import Graph, SubGraph, const_type
 from onnxrt.ir.schemas import function_body, get_schema, has_context_dependent_body, known_op
 from onnxrt.ir.walk import graph_free_names, iter_subgraph_attrs, topo_order
 from onnxrt.plan.inplace import concat_in_place
-from onnxrt.plan.plan import (MODE_CTX, MODE_MULTI, MODE_SINGLE, NONE_SLOT, SINK_SLOT,
-                              GraphPlan, Step, SubgraphRunner)
+from onnxrt.plan.plan import (MODE_CTX, MODE_MULTI, MODE_POOL, MODE_SINGLE, NONE_SLOT,
+                              SINK_SLOT, GraphPlan, Step, SubgraphRunner)
 
 __all__ = ["Planner", "graph_free_names"]
 
@@ -389,7 +389,8 @@ class Planner:
             if not shapes_known and not hasattr(fn, "output_channels") \
                     and not hasattr(fn, "check"):
                 fn = validate.guard(info, fn)
-            mode = (MODE_MULTI if multi else MODE_SINGLE) | (MODE_CTX if kd.context else 0)
+            mode = ((MODE_MULTI if multi else MODE_SINGLE) | (MODE_CTX if kd.context else 0)
+                    | (MODE_POOL if kd.threads else 0))
             return Step(fn, ins, outs, mode, (), info, provider.name)
 
         # no kernel: a model-local function, or an op the spec defines as a function

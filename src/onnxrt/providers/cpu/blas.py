@@ -10,7 +10,7 @@ shapes of the kernels (single-threaded, as the kernels call it; ~0.1 s) and keep
 winner in a small file per machine (``$ONNXRT_CACHE_DIR`` or ``~/.cache/onnxrt``, keyed by
 the CPU's model and flags and the libraries' files); later processes read it. Both are
 loaded sequential (the kernels split their own work over the session's threads,
-execute/intra.py) and with 64-bit sizes, so both libraries take the same call.
+framework/parallel.py) and with 64-bit sizes, so both libraries take the same call.
 
 ``ONNXRT_BLAS=openblas`` (or ``mkl``) picks one without measuring; anything unusable (not
 installed, a threading layer already fixed to another by someone else in the process, a
@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from onnxrt.execute.threads import blas_libraries
+from onnxrt.framework.blas_threads import blas_libraries
 
 __all__ = ["gemm", "name", "reason"]
 
@@ -107,7 +107,7 @@ def _time_gemm(fn: Any, reps: int = 5) -> float:
     """The best time of each shape over ``reps`` calls after one untimed, summed (the best:
     the least disturbed by whatever else the machine runs); single-threaded, as the
     kernels call it."""
-    from onnxrt.execute.threads import single_blas
+    from onnxrt.framework.blas_threads import single_blas
 
     with single_blas():
         return _time_shapes(fn, reps)

@@ -132,13 +132,20 @@ class TorchTransfer(DataTransfer):
     def _to_host(self, value: Any) -> np.ndarray:
         return to_numpy(value)
 
+    def from_dlpack(self, data: Any) -> Any:
+        """Any DLPack producer through torch (capsules and device memory included); an
+        object that is neither a producer nor a capsule is not this transfer's."""
+        if not hasattr(data, "__dlpack__") and type(data).__name__ != "PyCapsule":
+            return None
+        return ortvalue_from_dlpack(data)
+
 
 # -- OrtValues and DLPack ------------------------------------------------------------------
 
 def ortvalue_from_torch(t: torch.Tensor) -> Any:
     """An OrtValue wrapping torch tensor ``t`` where it lives (no copy): on a GPU as a
     ``cuda:N`` value, on torch's CPU device as a ``torch`` value."""
-    from onnxrt.values import OrtValue
+    from onnxrt.framework.ortvalue import OrtValue
 
     dev = (Device("cuda", t.device.index or 0) if t.device.type == "cuda"
            else Device("torch", 0))
@@ -148,7 +155,7 @@ def ortvalue_from_torch(t: torch.Tensor) -> Any:
 def ortvalue_from_dlpack(data: Any, device: str | None = None) -> Any:
     """An OrtValue from any DLPack producer (a torch/cupy/jax/numpy array or a capsule),
     without copying. Host memory becomes a host (numpy) value unless ``device="torch"``."""
-    from onnxrt.values import OrtValue
+    from onnxrt.framework.ortvalue import OrtValue
 
     t = torch.from_dlpack(data)
     if t.device.type == "cpu" and device != "torch":

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from onnxrt.execute import intra
+from onnxrt.framework.parallel import SERIAL, ThreadPool, pool_of
 from onnxrt.providers.cpu import CPU, vmath
 from onnxrt.providers.cpu.nn.matmul import matmul
 from onnxrt.validate import SpecError
@@ -202,7 +202,7 @@ def multi_head_attention(query, key=None, value=None, bias=None, key_padding_mas
     return out, kh.astype(dt, copy=False), vh.astype(dt, copy=False)
 
 
-@CPU.kernel("Attention", since=1, domain=MS, needs_node=True)
+@CPU.kernel("Attention", since=1, domain=MS, needs_node=True, threads=True)
 class Attention:
     """Packed-weight self-attention: input (B,S,H) @ weights (H, D+D+Dv) + bias, then
     attention over ``num_heads``; mask_index as (B,) lengths, (B,L) 0/1, or (B,S,L) 0/1;
@@ -222,17 +222,18 @@ class Attention:
         self.heads = _heads_kernel() if self.num_outputs <= 1 else None
 
     def __call__(self, x, weights, bias=None, mask_index=None, past=None,
-                 attention_bias=None, past_sequence_length=None, *rest):
+                 attention_bias=None, past_sequence_length=None, *rest, ctx=None):
         dt = x.dtype
         xf = _f32(x)
         w = self.w if self.w is not None else _f32(weights)
-        qkv = matmul(xf, w)   # one GEMM over the (B*S, H) rows
+        pool = pool_of(ctx)
+        qkv = matmul(xf, w, pool)   # one GEMM over the (B*S, H) rows
         if bias is not None:
             qkv += _f32(bias)
-        return self.attend_qkv(qkv, mask_index, past, attention_bias, dt)
+        return self.attend_qkv(qkv, mask_index, past, attention_bias, dt, pool)
 
     def attend_qkv(self, qkv: np.ndarray, mask_index: Any, past: Any, attention_bias: Any,
-                   dt: np.dtype) -> Any:
+                   dt: np.dtype, pool: ThreadPool = SERIAL) -> Any:
         """The attention after the input projection: qkv (B, S, Dq + Dk + Dv) float32
         (QAttention enters here with its dequantized projection)."""
         b, s = qkv.shape[:2]
@@ -251,7 +252,7 @@ class Attention:
         if (self.heads is not None and qkv.dtype == np.float32 and mask_index is None
                 and (past is None or past.size == 0) and dq == dk
                 and dq % n == 0 and dv % n == 0):
-            return self._compiled(qkv, attention_bias, b, s, n, dq, dk, dv, dt)
+            return self._compiled(qkv, attention_bias, b, s, n, dq, dk, dv, dt, pool)
         q, k, v = qkv[..., :dq], qkv[..., dq:dq + dk], qkv[..., dq + dk:]
         qh = q.reshape(b, s, n, -1).transpose(0, 2, 1, 3)
         kh = k.reshape(b, s, n, -1).transpose(0, 2, 1, 3)
@@ -282,7 +283,7 @@ class Attention:
         present = np.stack([kh, vh]).astype(dt, copy=False)
         return out, present
 
-    def _compiled(self, qkv, attention_bias, b, s, n, dq, dk, dv, dt):
+    def _compiled(self, qkv, attention_bias, b, s, n, dq, dk, dv, dt, pool):
         fn, gemm = self.heads
         qkv = np.ascontiguousarray(qkv)
         out = np.empty((b, s, dv), np.float32)
@@ -293,5 +294,5 @@ class Attention:
         sc = self.scale or 1.0 / math.sqrt(dq // n)
         args = (gemm, qkv, out, ab, attention_bias is not None, np.float32(sc), self.causal,
                 np.float32(self.mask_value), n, dq, dk, dv)
-        intra.for_ranges(fn, args, b * n, blas=True)
+        pool.for_ranges(fn, args, b * n, blas=True)
         return out.astype(dt, copy=False)

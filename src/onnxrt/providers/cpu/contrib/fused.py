@@ -12,7 +12,7 @@ from typing import Any, Callable
 import numpy as np
 
 from onnxrt.providers.cpu import CPU
-from onnxrt.providers.cpu.nn import jit
+from onnxrt.providers.cpu.nn import conv_jit
 from onnxrt.providers.cpu.nn.conv import Conv
 from onnxrt.providers.cpu.nn.matmul import Gemm
 
@@ -195,7 +195,7 @@ class _ChannelAffine:
             try:
                 # a prefix of channels of a joined array (densenet's Concat chains written
                 # in place beyond one image, plan/inplace.py) is read where it lies
-                xs = jit._channels_of(x3)
+                xs = conv_jit._channels_of(x3)
             except ValueError:
                 xs = np.ascontiguousarray(x3)
             y = np.empty(x3.shape, np.float32)
@@ -226,7 +226,7 @@ def _channel_affine(a: dict[str, Any], node: Any) -> _ChannelAffine | None:
     return w, node.constant_inputs.get(2)
 
 
-@CPU.kernel("FusedConv", since=1, domain=MS, needs_node=True)
+@CPU.kernel("FusedConv", since=1, domain=MS, needs_node=True, threads=True)
 class FusedConv:
     """Y = activation(Conv(X, W, B) + Z); attributes: Conv's plus ``activation`` and
     ``activation_params`` (LeakyRelu: alpha; Clip: min, max; HardSigmoid: alpha, beta)."""
@@ -268,16 +268,17 @@ class FusedConv:
         return self.conv.output_shape(*inputs)
 
     def __call__(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
-                 z: np.ndarray | None = None, out: np.ndarray | None = None) -> np.ndarray:
+                 z: np.ndarray | None = None, out: np.ndarray | None = None,
+                 ctx: Any = None) -> np.ndarray:
         if self.affine is not None and z is None and self.affine.applies(x):
             y = self.affine(x)
             return self.affine_act(y) if self.affine_act is not None else y
         if z is not None and z.dtype != x.dtype:
             raise TypeError(f"FusedConv: Z has type {z.dtype}, the output {x.dtype}")
-        return self.conv(x, w, b, z, out)
+        return self.conv(x, w, b, z, out, ctx=ctx)
 
 
-@CPU.kernel("FusedGemm", since=1, domain=MS, needs_node=True)
+@CPU.kernel("FusedGemm", since=1, domain=MS, needs_node=True, threads=True)
 class FusedGemm:
     """Y = activation(alpha * A' @ B' + beta * C); ``activation_alpha/beta/gamma`` are the
     activation's parameters."""
@@ -294,12 +295,13 @@ class FusedGemm:
                                  float(a.get("activation_beta", 0.5)),
                                  float(a.get("activation_gamma", 0.0)))
 
-    def __call__(self, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> np.ndarray:
-        y = _owned(self.gemm(a, b, c), (a, b, c))
+    def __call__(self, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None,
+                 ctx: Any = None) -> np.ndarray:
+        y = _owned(self.gemm(a, b, c, ctx=ctx), (a, b, c))
         return self.act(y) if self.act is not None else y
 
 
-@CPU.kernel("NhwcFusedConv", since=1, domain=MS, needs_node=True)
+@CPU.kernel("NhwcFusedConv", since=1, domain=MS, needs_node=True, threads=True)
 class NhwcFusedConv:
     """FusedConv on channels-last tensors: X, Z and Y are (N, *spatial, C), W stays OIHW
     (onnxruntime registers it on ARM64 with float16 acceleration, where its layout
@@ -309,8 +311,8 @@ class NhwcFusedConv:
         self.conv = FusedConv(dataclasses.replace(node, op_type="FusedConv"))
 
     def __call__(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
-                 z: np.ndarray | None = None) -> np.ndarray:
+                 z: np.ndarray | None = None, ctx: Any = None) -> np.ndarray:
         xc = np.ascontiguousarray(np.moveaxis(x, -1, 1))
         zc = None if z is None else np.ascontiguousarray(np.moveaxis(z, -1, 1))
-        y = self.conv(xc, w, b, zc)
+        y = self.conv(xc, w, b, zc, ctx=ctx)
         return np.ascontiguousarray(np.moveaxis(y, 1, -1))

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from onnxrt.execute import intra
+from onnxrt.framework.parallel import ThreadPool, pool_of
 from onnxrt.providers.cpu import CPU, vmath
 from onnxrt.providers.cpu.activations import _SQRT_2_OVER_PI
 from onnxrt.providers.cpu.activations import gelu as _onnx_gelu
@@ -93,13 +93,14 @@ def _rows_ok(loop: Any, x: np.ndarray, bias: np.ndarray | None) -> bool:
                          and bias.shape[0] == x.shape[-1]))
 
 
-def _run_rows(loop: Any, x: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+def _run_rows(loop: Any, x: np.ndarray, bias: np.ndarray | None,
+              pool: ThreadPool) -> np.ndarray:
     """loop(x2, b, y, has_b, lo, hi) over the rows of x as 2-D, split over the session's
     threads from _PAR_MIN elements."""
     x2 = np.ascontiguousarray(x).reshape(-1, x.shape[-1])
     y = np.empty_like(x2)
     b = x2[0] if bias is None else np.ascontiguousarray(bias)
-    intra.for_ranges(loop, (x2, b, y, bias is not None), x2.shape[0], x2.size >= _PAR_MIN)
+    pool.for_ranges(loop, (x2, b, y, bias is not None), x2.shape[0], x2.size >= _PAR_MIN)
     return y.reshape(x.shape)
 
 
@@ -113,26 +114,28 @@ class _RowsGelu:
     def __init__(self, node: Any) -> None:
         self.loop = self.kernel()
 
-    def __call__(self, x: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+    def __call__(self, x: np.ndarray, bias: np.ndarray | None = None,
+                 ctx: Any = None) -> np.ndarray:
         if _rows_ok(self.loop, x, bias):
-            return _run_rows(self.loop, x, bias)
+            return _run_rows(self.loop, x, bias, pool_of(ctx))
         return _onnx_gelu(x if bias is None else x + bias, approximate=self.approximate)
 
 
-@CPU.kernel("Gelu", since=1, domain=MS, needs_node=True)
+@CPU.kernel("Gelu", since=1, domain=MS, needs_node=True, threads=True)
 class Gelu(_RowsGelu):
     """0.5 * x * (1 + erf(x / sqrt(2)))."""
 
-    def __call__(self, x: np.ndarray) -> np.ndarray:   # type: ignore[override]
-        return _RowsGelu.__call__(self, x)
+    def __call__(self, x: np.ndarray, ctx: Any = None) -> np.ndarray:  # type: ignore[override]
+        return _RowsGelu.__call__(self, x, None, ctx)
 
 
-@CPU.kernel("BiasGelu", since=1, domain=MS, needs_node=True)
+@CPU.kernel("BiasGelu", since=1, domain=MS, needs_node=True, threads=True)
 class BiasGelu(_RowsGelu):
     """Gelu(a + b), b broadcast over a's last axis."""
 
-    def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:   # type: ignore[override]
-        return _RowsGelu.__call__(self, a, b)
+    def __call__(self, a: np.ndarray, b: np.ndarray,  # type: ignore[override]
+                 ctx: Any = None) -> np.ndarray:
+        return _RowsGelu.__call__(self, a, b, ctx)
 
 
 def _fast_gelu_rows(x: np.ndarray, b: np.ndarray, y: np.ndarray, has_b: bool, lo: int,
@@ -166,7 +169,7 @@ def _fast_gelu_kernel() -> Any:
     return _rows_kernel(_FAST, _fast_gelu_rows, {"contract"})
 
 
-@CPU.kernel("FastGelu", since=1, domain=MS, needs_node=True)
+@CPU.kernel("FastGelu", since=1, domain=MS, needs_node=True, threads=True)
 class FastGelu(_RowsGelu):
     """The tanh approximation of GELU, of ``x + bias`` when a bias is given."""
 

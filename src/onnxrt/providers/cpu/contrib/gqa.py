@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from onnxrt.framework.parallel import ThreadPool, pool_of
 from onnxrt.providers.cpu import CPU
 from onnxrt.providers.cpu.contrib import gqa_decode
 from onnxrt.providers.cpu.contrib.rotary import gather_cache, positions, rotate
@@ -59,7 +60,7 @@ def softcap_(s: np.ndarray, cap: float) -> np.ndarray:
     return (_F32(cap) * np.tanh(s / _F32(cap))).astype(_F32)
 
 
-@CPU.kernel("GroupQueryAttention", since=1, domain=MS, needs_node=True)
+@CPU.kernel("GroupQueryAttention", since=1, domain=MS, needs_node=True, threads=True)
 class GroupQueryAttention:
     """Inputs: query (B, S, N*H) or packed QKV (B, S, (N + 2 N_kv) H) with key/value absent;
     key/value (B, S, N_kv*H); past_key/past_value; seqlens_k (B,) int32 = total length - 1
@@ -101,7 +102,7 @@ class GroupQueryAttention:
 
     def __call__(self, query, key=None, value=None, past_key=None, past_value=None,
                  seqlens_k=None, total_sequence_length=None, cos_cache=None, sin_cache=None,
-                 position_ids=None, attention_bias=None, head_sink=None, *rest):
+                 position_ids=None, attention_bias=None, head_sink=None, *rest, ctx=None):
         op = "GroupQueryAttention"
         if seqlens_k is None or total_sequence_length is None:
             raise ValueError(f"{op}: seqlens_k and total_sequence_length are required")
@@ -152,7 +153,7 @@ class GroupQueryAttention:
         if (s == 1 and position_ids is None and attention_bias is None and head_sink is None
                 and not self.smooth and not self.want_qk and dt == np.float32):
             r = self._step(qh, kh, vh, past_key, past_value, past_len, p_out, cos_cache,
-                           sin_cache, scale)
+                           sin_cache, scale, pool_of(ctx))
             if r is not None:
                 out, pk, pv = r
                 res = [out.reshape(b, s, n * h), pk, pv, None]
@@ -218,7 +219,7 @@ class GroupQueryAttention:
 
     def _step(self, qh: np.ndarray, kh: np.ndarray, vh: np.ndarray, past_key: Any,
               past_value: Any, past_len: np.ndarray, p_out: int, cos_cache: Any,
-              sin_cache: Any, scale: Any) -> tuple | None:
+              sin_cache: Any, scale: Any, pool: ThreadPool) -> tuple | None:
         """One new position per batch through the compiled step (contrib/gqa_decode.py),
         or None (no numba; positions past the rotary caches: the NumPy path's error)."""
         cos = sin = None
@@ -229,4 +230,5 @@ class GroupQueryAttention:
                 return None
         return gqa_decode.decode(qh[:, 0], kh[:, 0], vh[:, 0], _f32(past_key),
                                  _f32(past_value), past_len, p_out, cos, sin,
-                                 self.interleaved, float(scale), self.softcap, self.window)
+                                 self.interleaved, float(scale), self.softcap, self.window,
+                                 pool)

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from onnxrt.execute import intra
+from onnxrt.framework.parallel import SERIAL, ThreadPool
 from onnxrt.providers.cpu.nn import jit
 
 __all__ = ["kernel"]
@@ -124,8 +124,10 @@ def kernel() -> Any:
 def decode(q: np.ndarray, k: np.ndarray, v: np.ndarray, past_k: np.ndarray | None,
            past_v: np.ndarray | None, past_len: np.ndarray, p_out: int, cos: np.ndarray | None,
            sin: np.ndarray | None, interleaved: bool, scale: float, softcap: float,
-           window: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """(out (B, N, H), present_k, present_v) of one new position per batch, all float32
+           window: int, pool: ThreadPool = SERIAL
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(out (B, N, H), present_k, present_v) of one new position per batch (the (batch,
+    KV head) items split over ``pool``), all float32
     and already validated by the caller (shapes, past lengths within the buffers, the
     caches covering position past_len); None where the kernel is missing."""
     fn = kernel()
@@ -146,5 +148,5 @@ def decode(q: np.ndarray, k: np.ndarray, v: np.ndarray, past_k: np.ndarray | Non
             np.ascontiguousarray(cos, _F32), np.ascontiguousarray(sin, _F32), do_rot,
             bool(interleaved), _F32(scale), _F32(softcap), int(window), out, pk, pv)
     work = b * q.shape[1] * p_out * hd
-    intra.for_ranges(fn, args, b * n_kv, work >= (1 << 20))
+    pool.for_ranges(fn, args, b * n_kv, work >= (1 << 20))
     return out, pk, pv

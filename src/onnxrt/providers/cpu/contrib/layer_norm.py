@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from onnxrt.execute import intra
+from onnxrt.framework.parallel import SERIAL, ThreadPool, pool_of
 from onnxrt.providers.cpu import CPU
 
 MS = "com.microsoft"
@@ -82,7 +82,7 @@ def _norm_kernel() -> Any:
 def compiled_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray | None, epsilon: float,
                   axis: int = -1, skip: np.ndarray | None = None,
                   bias: np.ndarray | None = None, simplified: bool = False,
-                  keep_sum: bool = False) -> tuple | None:
+                  keep_sum: bool = False, pool: ThreadPool = SERIAL) -> tuple | None:
     """(y, mean, inv_std, sum) of a float32 layer norm over the axes from ``axis`` on, in
     one compiled pass per row (mean and inv_std keep the normalized axes as 1s; sum is
     x + skip + bias when ``keep_sum``), or None where that does not apply: numba off, not
@@ -105,7 +105,7 @@ def compiled_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray | None, eps
     y = np.empty_like(x2)
     ssum = np.empty_like(x2) if keep_sum else y
     stats = np.empty((2, rows), np.float32)
-    intra.for_ranges(fn, (x2, sk, bi, g, b, y, ssum, stats, skip is not None,
+    pool.for_ranges(fn, (x2, sk, bi, g, b, y, ssum, stats, skip is not None,
                           bias is not None, beta is not None, keep_sum, simplified,
                           float(epsilon)), rows, x2.size >= _NORM_PAR_MIN)
     kept = x.shape[:ax] + (1,) * (x.ndim - ax)
@@ -155,20 +155,22 @@ def _outputs(node: Any, dt: np.dtype, y: np.ndarray, *rest: Any) -> Any:
 
 # onnxruntime registers LayerNormalization and SimplifiedLayerNormalization as contrib ops of
 # the ONNX domain for opsets before LayerNormalization-17; its fusions emit them there
-@CPU.kernel("LayerNormalization", since=1, until=16, needs_node=True)
-@CPU.kernel("LayerNormalization", since=1, domain=MS, needs_node=True)
-def layer_normalization(x, scale, b=None, *, axis=-1, epsilon=1e-5, stash_type=1, node):
-    r = compiled_norm(x, scale, b, epsilon, axis)
+@CPU.kernel("LayerNormalization", since=1, until=16, needs_node=True, threads=True)
+@CPU.kernel("LayerNormalization", since=1, domain=MS, needs_node=True, threads=True)
+def layer_normalization(x, scale, b=None, *, axis=-1, epsilon=1e-5, stash_type=1, node,
+                        ctx=None):
+    r = compiled_norm(x, scale, b, epsilon, axis, pool=pool_of(ctx))
     if r is not None:
         return _outputs(node, x.dtype, *r[:3])
     y, mean, inv = _norm(_work(x), axis, epsilon, False)
     return _outputs(node, x.dtype, _affine(y, scale, b), mean, inv)
 
 
-@CPU.kernel("SimplifiedLayerNormalization", since=1, needs_node=True)
-@CPU.kernel("SimplifiedLayerNormalization", since=1, domain=MS, needs_node=True)
-def simplified_layer_normalization(x, scale, *, axis=-1, epsilon=1e-5, stash_type=1, node):
-    r = compiled_norm(x, scale, None, epsilon, axis, simplified=True)
+@CPU.kernel("SimplifiedLayerNormalization", since=1, needs_node=True, threads=True)
+@CPU.kernel("SimplifiedLayerNormalization", since=1, domain=MS, needs_node=True, threads=True)
+def simplified_layer_normalization(x, scale, *, axis=-1, epsilon=1e-5, stash_type=1, node,
+                                   ctx=None):
+    r = compiled_norm(x, scale, None, epsilon, axis, simplified=True, pool=pool_of(ctx))
     if r is not None:
         return _outputs(node, x.dtype, r[0], r[2])
     y, _, inv = _norm(_work(x), axis, epsilon, True)
@@ -183,11 +185,13 @@ def _skip_sum(x: np.ndarray, skip: np.ndarray, bias: np.ndarray | None) -> np.nd
     return s
 
 
-@CPU.kernel("SkipLayerNormalization", since=1, domain=MS, needs_node=True)
-def skip_layer_normalization(x, skip, gamma, beta=None, bias=None, *, epsilon=1e-12, node):
+@CPU.kernel("SkipLayerNormalization", since=1, domain=MS, needs_node=True, threads=True)
+def skip_layer_normalization(x, skip, gamma, beta=None, bias=None, *, epsilon=1e-12, node,
+                             ctx=None):
     """LayerNorm over the last axis of x + skip (+ bias); outputs y, mean, inv_std_var and
     the sum itself (input_skip_bias_sum)."""
-    r = compiled_norm(x, gamma, beta, epsilon, -1, skip, bias, keep_sum=node.num_outputs > 3)
+    r = compiled_norm(x, gamma, beta, epsilon, -1, skip, bias, keep_sum=node.num_outputs > 3,
+                      pool=pool_of(ctx))
     if r is not None:
         return _outputs(node, x.dtype, *r)
     s = _skip_sum(x, skip, bias)
@@ -195,10 +199,12 @@ def skip_layer_normalization(x, skip, gamma, beta=None, bias=None, *, epsilon=1e
     return _outputs(node, x.dtype, _affine(y, gamma, beta), mean, inv, s)
 
 
-@CPU.kernel("SkipSimplifiedLayerNormalization", since=1, domain=MS, needs_node=True)
-def skip_simplified_layer_normalization(x, skip, gamma, bias=None, *, epsilon=1e-12, node):
+@CPU.kernel("SkipSimplifiedLayerNormalization", since=1, domain=MS, needs_node=True,
+            threads=True)
+def skip_simplified_layer_normalization(x, skip, gamma, bias=None, *, epsilon=1e-12, node,
+                                        ctx=None):
     r = compiled_norm(x, gamma, None, epsilon, -1, skip, bias, simplified=True,
-                      keep_sum=node.num_outputs > 3)
+                      keep_sum=node.num_outputs > 3, pool=pool_of(ctx))
     if r is not None:
         return _outputs(node, x.dtype, r[0], None, r[2], r[3])
     s = _skip_sum(x, skip, bias)

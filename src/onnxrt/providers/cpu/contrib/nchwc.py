@@ -89,7 +89,7 @@ def reorder_output(x, *, channels=0, channels_last=0):
     return np.ascontiguousarray(np.moveaxis(y, 1, -1) if int(channels_last) else y)
 
 
-@CPU.kernel("Conv", since=1, domain=NCHWC, needs_node=True)
+@CPU.kernel("Conv", since=1, domain=NCHWC, needs_node=True, threads=True)
 class NchwcConv:
     """2-D convolution of an NCHWc (or, for narrow inputs, NCHW) tensor with a blocked
     filter; ``Sum`` (same shape as the output) is added before the fused activation."""
@@ -135,9 +135,9 @@ class NchwcConv:
         hit = self._conv[in_channels] = (conv, wu, b)
         return hit
 
-    def __call__(self, x, w, b=None, s=None):
+    def __call__(self, x, w, b=None, s=None, ctx=None):
         conv, wu, bp = self._prepare(x.shape[1])
-        y = conv(x, wu, bp)
+        y = conv(x, wu, bp, ctx=ctx)
         if s is not None:
             if s.shape != y.shape:
                 raise ValueError(f"nchwc Conv: Sum has shape {s.shape}, the output {y.shape}")

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from onnxrt.framework.parallel import pool_of
 from onnxrt.providers.cpu import CPU
 from onnxrt.providers.cpu.contrib.attention import Attention
 from onnxrt.providers.cpu.quant import igemm
@@ -17,7 +18,7 @@ MS = "com.microsoft"
 _F32 = np.float32
 
 
-@CPU.kernel("QAttention", since=1, domain=MS, needs_node=True)
+@CPU.kernel("QAttention", since=1, domain=MS, needs_node=True, threads=True)
 class QAttention:
     """input (B, S, H_in) uint8/int8 @ weight (H_in, 3 * hidden) int8/uint8 with zero points
     and scales (weight per tensor or per column), + bias, then Attention over num_heads:
@@ -35,7 +36,7 @@ class QAttention:
         self.packed = igemm.prepack(node, 1, 7, warm=igemm.Epilogue(igemm.MODE_FLOAT, _F32))
 
     def __call__(self, x, weight, bias, input_scale, weight_scale, mask_index=None,
-                 input_zero_point=None, weight_zero_point=None, past=None):
+                 input_zero_point=None, weight_zero_point=None, past=None, *, ctx=None):
         for what, v in (("input", x), ("weight", weight)):
             if v.dtype not in (np.uint8, np.int8):
                 raise TypeError(f"QAttention: {what} has type {v.dtype}; 8-bit expected")
@@ -54,7 +55,7 @@ class QAttention:
                 and igemm.usable(x, input_zero_point)):
             epi = igemm.Epilogue(igemm.MODE_FLOAT, _F32, scale=mult,
                                  fbias=np.asarray(bias, _F32), per_col=True)
-            qkv = igemm.product(x, input_zero_point, pb, epi)
+            qkv = igemm.product(x, input_zero_point, pb, epi, pool_of(ctx))
             return self.att.attend_qkv(qkv, mask_index, past, None, dt)
         acc = matmul_integer(x, weight, input_zero_point,
                              None if wz is None else np.asarray(wz).reshape(-1)

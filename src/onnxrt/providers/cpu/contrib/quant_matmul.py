@@ -20,6 +20,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from onnxrt.framework.parallel import pool_of
 from onnxrt.providers.cpu import CPU
 from onnxrt.providers.cpu.quant import igemm, nbits
 from onnxrt.providers.cpu.quant._common import int_range
@@ -92,7 +93,7 @@ def _float_epilogue(pb: igemm.PackedB, mult: np.ndarray, bias: np.ndarray | None
                           fbias=None if bias is None else np.asarray(bias, _F32), per_col=True)
 
 
-@CPU.kernel("MatMulIntegerToFloat", since=1, domain=MS)
+@CPU.kernel("MatMulIntegerToFloat", since=1, domain=MS, threads=True)
 class MatMulIntegerToFloat:
     """(A - a_zp) @ (B - b_zp) summed exactly, times a_scale * b_scale (per tensor or per
     column of B) in float32, plus bias."""
@@ -101,7 +102,7 @@ class MatMulIntegerToFloat:
         self.packed = igemm.prepack(node, 1, 5, warm=_FLOAT_OUT)
 
     def __call__(self, a, b, a_scale, b_scale, a_zero_point=None, b_zero_point=None,
-                 bias=None):
+                 bias=None, *, ctx=None):
         op = "MatMulIntegerToFloat"
         _check8(a, "A", op)
         _check8(b, "B", op)
@@ -111,12 +112,12 @@ class MatMulIntegerToFloat:
                     np.asarray(b_scale, _F32).reshape(-1)).astype(_F32)
             epi = _float_epilogue(pb, mult, bias)
             if epi is not None:
-                return igemm.product(a, a_zero_point, pb, epi)
+                return igemm.product(a, a_zero_point, pb, epi, pool_of(ctx))
         return matmul_integer_to_float(a, b, a_scale, b_scale, a_zero_point, b_zero_point,
                                        bias)
 
 
-@CPU.kernel("DynamicQuantizeMatMul", since=1, domain=MS)
+@CPU.kernel("DynamicQuantizeMatMul", since=1, domain=MS, threads=True)
 class DynamicQuantizeMatMul:
     """A (float32) quantized to uint8 over the whole tensor as DynamicQuantizeLinear does,
     then MatMulIntegerToFloat with B's per-tensor or per-column scale and zero point."""
@@ -124,7 +125,7 @@ class DynamicQuantizeMatMul:
     def __init__(self, node: Any) -> None:
         self.packed = igemm.prepack(node, 1, 3, warm=_FLOAT_OUT)
 
-    def __call__(self, a, b, b_scale, b_zero_point=None, bias=None):
+    def __call__(self, a, b, b_scale, b_zero_point=None, bias=None, *, ctx=None):
         op = "DynamicQuantizeMatMul"
         if a.dtype != np.float32:
             raise TypeError(f"{op}: A has type {a.dtype}; float32 expected")
@@ -135,11 +136,11 @@ class DynamicQuantizeMatMul:
             mult = (sa * np.asarray(b_scale, _F32).reshape(-1)).astype(_F32)
             epi = _float_epilogue(pb, mult, bias)
             if epi is not None:
-                return igemm.product(qa, za, pb, epi)
+                return igemm.product(qa, za, pb, epi, pool_of(ctx))
         return dynamic_quantize_matmul(a, b, b_scale, b_zero_point, bias)
 
 
-@CPU.kernel("QGemm", since=1, domain=MS, needs_node=True)
+@CPU.kernel("QGemm", since=1, domain=MS, needs_node=True, threads=True)
 class QGemm:
     """alpha * a_scale * b_scale * ((A' - a_zp) @ (B' - b_zp) + C), C an int32 bias; float32
     out without y_scale, else requantized to y_zero_point's type."""
@@ -154,7 +155,7 @@ class QGemm:
         self.packed = igemm.prepack(node, 3, 5, trans=bool(self.trans_b), warm=warm)
 
     def __call__(self, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c=None,
-                 y_scale=None, y_zero_point=None):
+                 y_scale=None, y_zero_point=None, *, ctx=None):
         op = "QGemm"
         _check8(a, "A", op)
         _check8(b, "B", op)
@@ -179,7 +180,7 @@ class QGemm:
             else:
                 epi = None
             if epi is not None:
-                return igemm.product(a2, a_zero_point, pb, epi)
+                return igemm.product(a2, a_zero_point, pb, epi, pool_of(ctx))
         return qgemm(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c, y_scale,
                      y_zero_point, alpha=self.alpha, transA=self.trans_a, transB=self.trans_b)
 
@@ -269,7 +270,7 @@ def unpack_bits(packed: np.ndarray, bits: int, count: int) -> np.ndarray:
     return v.reshape(p.shape[:-1] + (-1,))[..., :count].astype(np.int32)
 
 
-@CPU.kernel("MatMulNBits", since=1, domain=MS, needs_node=True)
+@CPU.kernel("MatMulNBits", since=1, domain=MS, needs_node=True, threads=True)
 class MatMulNBits:
     """Y = A @ dequant(B)^T (+ bias): B (N, k_blocks, blob) holds ``bits``-wide weights packed
     along K, block by block; each (n, block) has a scale and a zero point (packed uint8 of the
@@ -373,13 +374,14 @@ class MatMulNBits:
         q = np.clip(np.rint(ab * inv), -127, 127)
         return (q * scale).reshape(ap.shape)[..., :k].astype(_F32)
 
-    def __call__(self, a, b, scales, zero_points=None, g_idx=None, bias=None):
+    def __call__(self, a, b, scales, zero_points=None, g_idx=None, bias=None, *, ctx=None):
         if a.shape[-1] != self.k:
             raise ValueError(f"MatMulNBits: A's last dimension is {a.shape[-1]}, K={self.k}")
         af = a.astype(_F32)
         level4 = self.level == 4 and self.bits in (4, 8)
         if self.packed is not None:
-            y = self.packed.matmul(nbits.kernels(), af.reshape(-1, self.k), bias, level4)
+            y = self.packed.matmul(nbits.kernels(), af.reshape(-1, self.k), bias, level4,
+                                   pool_of(ctx))
             return y.reshape(a.shape[:-1] + (self.n,)).astype(a.dtype, copy=False)
         if level4:
             af = self._quantize_a(af)
@@ -502,7 +504,7 @@ class DequantizeLinearMS(DequantizeLinear):
     """ONNX DequantizeLinear (per tensor or per axis) under com.microsoft."""
 
 
-@CPU.kernel("QLinearConv", since=1, domain=MS, needs_node=True)
+@CPU.kernel("QLinearConv", since=1, domain=MS, needs_node=True, threads=True)
 class QLinearConvMS(QLinearConv):
     """ONNX QLinearConv, with ``channels_last`` = 1 taking and giving (N, *spatial, C)."""
 
@@ -513,8 +515,8 @@ class QLinearConvMS(QLinearConv):
         attrs.setdefault("auto_pad", "NOTSET")
         super().__init__(dataclasses.replace(node, attrs=attrs))
 
-    def __call__(self, x, *rest):
+    def __call__(self, x, *rest, ctx=None):
         if not self.channels_last:
-            return super().__call__(x, *rest)
-        y = super().__call__(np.moveaxis(x, -1, 1), *rest)
+            return super().__call__(x, *rest, ctx=ctx)
+        y = super().__call__(np.moveaxis(x, -1, 1), *rest, ctx=ctx)
         return np.ascontiguousarray(np.moveaxis(y, 1, -1))

@@ -67,7 +67,8 @@ class Scan:
         n_own, ns = self.n_own, self.n_state
         if self.cdist:
             state, rows = np.asarray(inputs[0]), np.asarray(inputs[1])
-            return state, scan_cdist.squared_distances(state, rows, self._cdist_fn)
+            return state, scan_cdist.squared_distances(state, rows, self._cdist_fn,
+                                                       ctx.thread_pool)
         outer = outer_of(self.node, inputs[n_own:]) if len(inputs) > n_own else None
         states = list(inputs[:ns])
         # each scan input with its scan axis moved first and reversed if scanned backwards

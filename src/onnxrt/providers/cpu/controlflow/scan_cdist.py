@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from onnxrt.execute import intra
+from onnxrt.framework.parallel import SERIAL, ThreadPool
 
 __all__ = ["match", "squared_distances"]
 
@@ -66,7 +66,8 @@ def match(plan: Any) -> bool:
     return sorted(through(s) for s in sub.ins) == sorted((state, row))
 
 
-def squared_distances(a: np.ndarray, b: np.ndarray, fn: Any) -> np.ndarray:
+def squared_distances(a: np.ndarray, b: np.ndarray, fn: Any,
+                      pool: ThreadPool = SERIAL) -> np.ndarray:
     """out[t, i] = sum_j (a[i, j] - b[t, j])^2 for a (N, F) and b (T, F), in their dtype;
     ``fn`` the compiled loop or None."""
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1]:
@@ -79,7 +80,7 @@ def squared_distances(a: np.ndarray, b: np.ndarray, fn: Any) -> np.ndarray:
     if fn is not None and dt in (np.float32, np.float64) and n and t:
         a = np.ascontiguousarray(a, dtype=dt)
         b = np.ascontiguousarray(b, dtype=dt)
-        intra.for_ranges(fn, (a, b, out), t, spread=t * n * f >= _PAR_MIN_WORK)
+        pool.for_ranges(fn, (a, b, out), t, spread=t * n * f >= _PAR_MIN_WORK)
         return out
     step = max(1, _CHUNK // max(1, n * f))
     for s in range(0, t, step):

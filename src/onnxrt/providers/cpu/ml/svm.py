@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from onnxrt.execute import intra
+from onnxrt.framework.parallel import SERIAL, ThreadPool, pool_of
 from onnxrt.framework.kernel import NodeInfo
 from onnxrt.providers.cpu import CPU
 from onnxrt.providers.cpu.ml._common import (ML, as_2d_float, labels_array, post_transform,
@@ -134,7 +134,7 @@ def _couple_kernel() -> Any:
     return jit.compile_once(_COUPLE, build)
 
 
-def _couple(r: np.ndarray) -> np.ndarray:
+def _couple(r: np.ndarray, pool: ThreadPool = SERIAL) -> np.ndarray:
     """Pairwise-coupled class probabilities (Wu, Lin & Weng's second method), batched.
 
     r: (N, k, k) with r[:, i, j] the estimated P(class i | i or j)."""
@@ -142,7 +142,7 @@ def _couple(r: np.ndarray) -> np.ndarray:
     if fn is not None:
         r = np.ascontiguousarray(r, dtype=np.float64)
         p = np.empty(r.shape[:2])
-        intra.for_ranges(fn, (r, p), r.shape[0], spread=r.shape[0] >= 256)
+        pool.for_ranges(fn, (r, p), r.shape[0], spread=r.shape[0] >= 256)
         return p
     n, k, _ = r.shape
     q = -r.transpose(0, 2, 1) * r
@@ -172,7 +172,7 @@ def _couple(r: np.ndarray) -> np.ndarray:
     return p
 
 
-@CPU.kernel("SVMClassifier", since=1, domain=ML)
+@CPU.kernel("SVMClassifier", since=1, domain=ML, threads=True)
 class SVMClassifier:
     def __init__(self, node: NodeInfo) -> None:
         a = node.attrs
@@ -222,7 +222,7 @@ class SVMClassifier:
             self.lin_w = np.ascontiguousarray(coef.reshape(rows, -1).T)
         self.proba = self.prob_a.size > 0 and self.n_sv > 0
 
-    def __call__(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def __call__(self, x: np.ndarray, ctx: Any = None) -> tuple[np.ndarray, np.ndarray]:
         xf = as_2d_float(x)
         if self.n_sv == 0:
             return self._linear(xf)
@@ -244,7 +244,7 @@ class SVMClassifier:
             i, j = self.pairs[:, 0], self.pairs[:, 1]
             r[:, i, j] = pr
             r[:, j, i] = 1.0 - pr
-            probs = _couple(r)
+            probs = _couple(r, pool_of(ctx))
             return label, post_transform(probs, self.transform).astype(_F32)
         if k == 2:
             return label, _two_columns(dec[:, 0], self.transform)

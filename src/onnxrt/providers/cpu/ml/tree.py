@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from onnxrt.framework.kernel import NodeInfo
+from onnxrt.framework.parallel import pool_of
 from onnxrt.providers.cpu import CPU
 from onnxrt.providers.cpu.ml import tree_compiled
 from onnxrt.providers.cpu.ml._common import (ML, as_2d_float, labels_array, post_transform,
@@ -154,8 +155,8 @@ class Forest:
             out[sel] = np.isin(xv[sel], self.members.get(int(node), ()))
         return out
 
-    def aggregate(self, x: np.ndarray, agg: int,
-                  acc: np.dtype | type = np.float64) -> tuple[np.ndarray, np.ndarray]:
+    def aggregate(self, x: np.ndarray, agg: int, acc: np.dtype | type = np.float64,
+                  pool: Any = None) -> tuple[np.ndarray, np.ndarray]:
         """Per-target scores and whether any reached leaf fed each target. Sums run tree by
         tree in ``acc`` (float32 for float inputs, as onnxruntime does, so ties such as a
         score of exactly 0.5 resolve the same way)."""
@@ -163,7 +164,7 @@ class Forest:
             if x.shape[1] < self.n_features:
                 raise ValueError(f"input has {x.shape[1]} features, the trees read feature "
                                  f"{self.n_features - 1}")
-            scores, has = self._layout.scores(x, agg, acc, self._walk)
+            scores, has = self._layout.scores(x, agg, acc, self._walk, pool=pool)
             if agg == 0 and self.roots.size:
                 scores /= scores.dtype.type(self.roots.size)
             return scores, has
@@ -278,7 +279,7 @@ def _aggregate_code(v: Any) -> int:
     return _AGGREGATES[v]
 
 
-@CPU.kernel("TreeEnsembleRegressor", since=1, domain=ML)
+@CPU.kernel("TreeEnsembleRegressor", since=1, domain=ML, threads=True)
 class TreeEnsembleRegressor:
     def __init__(self, node: NodeInfo) -> None:
         a = node.attrs
@@ -294,14 +295,15 @@ class TreeEnsembleRegressor:
             # onnxruntime applies only PROBIT to a single score: we follow it
             self.transform = "NONE"
 
-    def __call__(self, x: np.ndarray) -> np.ndarray:
-        scores, _ = self.forest.aggregate(_features(x), self.agg, _acc_type(x))
+    def __call__(self, x: np.ndarray, ctx: Any = None) -> np.ndarray:
+        scores, _ = self.forest.aggregate(_features(x), self.agg, _acc_type(x),
+                                          pool_of(ctx))
         if self.base is not None:
             scores += self.base.astype(scores.dtype)
         return post_transform(scores, self.transform).astype(np.float32)
 
 
-@CPU.kernel("TreeEnsemble", since=5, domain=ML)
+@CPU.kernel("TreeEnsemble", since=5, domain=ML, threads=True)
 class TreeEnsemble:
     def __init__(self, node: NodeInfo) -> None:
         a = node.attrs
@@ -359,12 +361,13 @@ class TreeEnsemble:
         # round; we follow the spec)
         self.transform = transform_name(a.get("post_transform", 0))
 
-    def __call__(self, x: np.ndarray) -> np.ndarray:
-        scores, _ = self.forest.aggregate(_features(x), self.agg, _acc_type(x))
+    def __call__(self, x: np.ndarray, ctx: Any = None) -> np.ndarray:
+        scores, _ = self.forest.aggregate(_features(x), self.agg, _acc_type(x),
+                                          pool_of(ctx))
         return post_transform(scores, self.transform).astype(x.dtype)
 
 
-@CPU.kernel("TreeEnsembleClassifier", since=1, domain=ML)
+@CPU.kernel("TreeEnsembleClassifier", since=1, domain=ML, threads=True)
 class TreeEnsembleClassifier:
     """Scores per class, then onnxruntime's conventions for labels and two-class outputs.
 
@@ -393,8 +396,8 @@ class TreeEnsembleClassifier:
         self.all_positive = bool(w is None or (w >= 0).all())
         self.binary_case = k == 2 and np.unique(ids).size == 1
 
-    def __call__(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        p, _ = self.forest.aggregate(_features(x), 1, _acc_type(x))
+    def __call__(self, x: np.ndarray, ctx: Any = None) -> tuple[np.ndarray, np.ndarray]:
+        p, _ = self.forest.aggregate(_features(x), 1, _acc_type(x), pool_of(ctx))
         p[:, ~self.fed] = 0.0
         if self.labels.size > 2:
             if self.base.size:

@@ -8,7 +8,7 @@ children as ``child[2 * node + condition]``, and the leaves' contributions as a 
 blocks of 64 and each tree walks the whole block before the next tree, so a tree's nodes
 and the block's features stay in cache.
 
-Threads (execute/intra.py): a large batch splits its rows over the session's threads; a
+Threads (the session's ThreadPool, framework/parallel.py): a large batch splits its rows over the session's threads; a
 small batch of a large forest splits the trees instead, each part summing into its own
 score buffer, combined after (SUM/AVERAGE add, MIN/MAX take the extreme where a part had
 a leaf for the target). Below ``_PAR_MIN_WALKS`` (row, tree) walks one thread runs it all.
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from onnxrt.execute import intra
+from onnxrt.framework.parallel import SERIAL
 
 __all__ = ["Layout", "kernel"]
 
@@ -219,7 +219,7 @@ class Layout:
         self.lw32 = self.lw64.astype(np.float32)
 
     def scores(self, x: np.ndarray, agg: int, acc: Any, fn: Any,
-               parts: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+               parts: int | None = None, pool: Any = None) -> tuple[np.ndarray, np.ndarray]:
         """(scores (N, K) in ``acc``, has (N, K)) for the float rows ``x`` (N, F), already
         checked to hold every feature the trees read."""
         if x.dtype == np.float32 and self.thr32 is not None:
@@ -233,8 +233,9 @@ class Layout:
         acc = np.dtype(acc)
         lw = self.lw64 if acc == np.float64 else self.lw32
         walks = n * t
+        pool = SERIAL if pool is None else pool
         if parts is None:
-            parts = intra.threads() if walks >= _PAR_MIN_WALKS else 1
+            parts = pool.threads if walks >= _PAR_MIN_WALKS else 1
         by_trees = parts > 1 and n < parts * _ROW_BLOCK
         if parts > 1 and not by_trees:
             parts = min(parts, n)
@@ -244,7 +245,7 @@ class Layout:
         has = np.zeros((bufs, n, k), np.bool_)
         args = (x, self.tab, thr, self.roots, self.n_inner, self.fast, self.mem_ptr,
                 self.mem_vals, self.lptr, self.ltgt, lw, agg, out, has, by_trees, parts)
-        intra.for_ranges(fn, args, parts, spread=parts > 1)
+        pool.for_ranges(fn, args, parts, spread=parts > 1)
         if bufs == 1:
             return out[0], has[0]
         h = has.any(axis=0)

@@ -10,7 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-from onnxrt.execute.threads import blas_threads_unused, single_blas
+from onnxrt.framework.blas_threads import blas_threads_unused, single_blas
 
 __all__ = ["compute_dtype", "resolve_pads", "pad_spatial", "row_mean", "row_dot"]
 

@@ -1,7 +1,7 @@
 """Conv: one class kernel choosing, per weight, among the compiled kernels and three NumPy
 algorithms.
 
-With numba a constant weight takes a compiled kernel (nn/jit.py): dense and grouped convs
+With numba a constant weight takes a compiled kernel (nn/conv_jit.py): dense and grouped convs
 ``GemmConv`` (im2col or tap-by-tap products, the BLAS gemm of providers/cpu/blas.py and
 the epilogue in one call per thread, images, bands or channel blocks split over the
 session's threads), depthwise ones the compiled tap loops. The NumPy algorithms below
@@ -19,7 +19,7 @@ serve the rest (weights computed at run time, 3-D, other dtypes, no numba):
 
 The epilogue (bias, FusedConv's residual Z and activation, see ``Conv.fuse_epilogue``) runs
 on each image's band right after its product while it is in cache, in one compiled pass
-(nn/jit.py) where numba is available.
+(nn/conv_jit.py) where numba is available.
 
 Weights are re-laid out once per session when they are constant; float16/bfloat16 compute
 in float32 and cast back.
@@ -32,9 +32,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from onnxrt.execute import intra
+from onnxrt.framework.parallel import SERIAL, ThreadPool
 from onnxrt.providers.cpu import CPU
-from onnxrt.providers.cpu.nn import compute_dtype, jit, pad_spatial, resolve_pads
+from onnxrt.providers.cpu.nn import compute_dtype, conv_jit, pad_spatial, resolve_pads
 from onnxrt.validate import SpecError
 
 __all__ = ["Conv", "conv_nd"]
@@ -215,7 +215,7 @@ class _Epilogue:
     """What follows the product, applied in place on each image's columns c0:c1 of the
     output (N, M, L) right after their product, while in cache: + bias per channel, + Z
     (FusedConv's residual, same shape as the output), then an in-place activation. One pass
-    through the compiled kernel (nn/jit.py) for float32/float64 and Relu, LeakyRelu, Clip or
+    through the compiled kernel (nn/conv_jit.py) for float32/float64 and Relu, LeakyRelu, Clip or
     none (measured: the epilogue of a 64-channel 55x55 1x1 conv 0.9 -> 0.35 ms at batch 8),
     else NumPy's in-place ufuncs on the slice."""
 
@@ -246,14 +246,15 @@ class _Epilogue:
 
 
 def _gemm_cols(xp: np.ndarray, pk: _Packed, group: int, dil: list[int], strides: list[int],
-               out: list[int], epi: _Epilogue | None) -> np.ndarray:
+               out: list[int], epi: _Epilogue | None, pool: ThreadPool = SERIAL) -> np.ndarray:
     n, c = xp.shape[:2]
     kprod = int(np.prod(pk.kernel)) if pk.kernel else 1
     L = int(np.prod(out))
     M = pk.M
     if not out:
         cols = _im2col(xp, pk.kernel, dil, strides, out)
-        return _apply(pk, group, cols.reshape(n, c * kprod, L), n, epi).reshape((n, M))
+        return _apply(pk, group, cols.reshape(n, c * kprod, L), n, epi,
+                      pool=pool).reshape((n, M))
     row_len = L // max(out[0], 1)
     # bands of one image at a time: a batch shares the cache budget no more, so each
     # product keeps as many columns as at batch 1 (measured faster at batch 8)
@@ -274,15 +275,16 @@ def _gemm_cols(xp: np.ndarray, pk: _Packed, group: int, dil: list[int], strides:
             _apply(pk, group, cols.reshape(1, c * kprod, -1), 1, epi, y, r0 * row_len,
                    r1 * row_len, i)
 
-    intra.parallel_for(n, image)
+    pool.parallel_for(n, image)
     return y.reshape((n, M) + tuple(out))
 
 
 def _apply(pk: _Packed, group: int, cols: np.ndarray, n: int, epi: _Epilogue | None = None,
-           y: np.ndarray | None = None, c0: int = 0, c1: int = 0, i0: int = 0) -> np.ndarray:
+           y: np.ndarray | None = None, c0: int = 0, c1: int = 0, i0: int = 0,
+           pool: ThreadPool = SERIAL) -> np.ndarray:
     """Weights times columns (N, C*kprod, L) -> (N, M, L), or into columns c0:c1 of images
     i0.. of ``y`` (N_full, M, L_full); the epilogue runs on each image's slice right after
-    its product. Images are spread over the session's threads (execute/intra.py)."""
+    its product. Images are spread over the session's threads (``pool``)."""
     # one BLAS call per image: numpy's matmul of a matrix against a stack (broadcast
     # weights) is ~3.5x slower than this loop at batch 8
     L = cols.shape[-1]
@@ -302,12 +304,13 @@ def _apply(pk: _Packed, group: int, cols: np.ndarray, n: int, epi: _Epilogue | N
             if epi is not None:
                 epi(y, i0 + i, c0, c1)
 
-    intra.parallel_for(n, image)
+    pool.parallel_for(n, image)
     return y
 
 
 def conv_nd(x: np.ndarray, pk: _Packed, group: int, strides: list[int], dil: list[int],
-            geo: _Geometry, epi: _Epilogue | None = None) -> tuple[np.ndarray, bool]:
+            geo: _Geometry, epi: _Epilogue | None = None,
+            pool: ThreadPool = SERIAL) -> tuple[np.ndarray, bool]:
     """The convolution of ``x`` (already in the compute dtype) and whether ``epi`` was
     applied (the gemm paths apply it per slice; the depthwise path leaves it to the caller)."""
     n, c = x.shape[:2]
@@ -321,15 +324,15 @@ def conv_nd(x: np.ndarray, pk: _Packed, group: int, strides: list[int], dil: lis
         if any(s != 1 for s in strides):
             xs = xs[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in strides)]
         xs = xs[(slice(None), slice(None)) + tuple(slice(0, o) for o in out)]
-        y = _apply(pk, group, xs.reshape(n, c, -1), n, epi)
+        y = _apply(pk, group, xs.reshape(n, c, -1), n, epi, pool=pool)
         return y.reshape((n, pk.M) + tuple(out)), True
     xp = x if geo.no_pad else pad_spatial(x, geo.begin, geo.end)
     if pk.algo == "depthwise":
         return _depthwise(xp, pk, dil, strides, out), False
-    return _gemm_cols(xp, pk, group, dil, strides, out, epi), True
+    return _gemm_cols(xp, pk, group, dil, strides, out, epi, pool), True
 
 
-@CPU.kernel("Conv", since=1, needs_node=True)
+@CPU.kernel("Conv", since=1, needs_node=True, threads=True)
 class Conv:
     """Conv-1/11/22 over N-d inputs (N, C, *spatial)."""
 
@@ -344,25 +347,25 @@ class Conv:
         self.packed = None
         self.bias = None
         self.act: Callable[[np.ndarray], Any] | None = None     # set by FusedConv
-        self._epi_kind = (0, 0.0, 0.0)          # jit.EPI_KINDS code (-1: none compiled)
+        self._epi_kind = (0, 0.0, 0.0)          # conv_jit.EPI_KINDS code (-1: none compiled)
         self._zero_bias: np.ndarray | None = None  # the late epilogue's (bias added before)
         # the compiled epilogue for the weight's compute dtype, loaded now (None: NumPy's)
         self._epi_fast = None
         if node.constant_inputs.get(1) is not None:
-            self._epi_fast = jit.epilogue_kernel(
+            self._epi_fast = conv_jit.epilogue_kernel(
                 compute_dtype(np.asarray(node.constant_inputs[1]).dtype))
         self._geo: dict[tuple[int, ...], _Geometry] = {}
         w = node.constant_inputs.get(1)
         if w is not None:
             w = np.asarray(w)
             self.packed = _Packed(w, self.group, compute_dtype(w.dtype))
-        # [jit hooks] compiled kernels (nn/jit.py), chosen once per session: depthwise, and
+        # [jit hooks] compiled kernels (nn/conv_jit.py), chosen once per session: depthwise, and
         # dense/grouped (im2col, BLAS and the epilogue in one call per thread)
         self._jit = self._gemm = None
         if w is not None:
             wc = w.astype(compute_dtype(w.dtype), copy=False)
-            self._jit = jit.conv_kernel(wc, self.group)
-            self._gemm = jit.gemm_conv_kernel(wc, self.group)
+            self._jit = conv_jit.conv_kernel(wc, self.group)
+            self._gemm = conv_jit.gemm_conv_kernel(wc, self.group)
         b = node.constant_inputs.get(2)
         if b is not None:
             b = np.asarray(b)
@@ -388,9 +391,9 @@ class Conv:
         """FusedConv: apply ``act`` (in place; ONNX op ``name`` with ``params``, FusedConv's
         activation_params) after the bias and the optional Z that ``__call__`` then takes
         as a fourth input, slice by slice while in cache; compiled for the activations of
-        jit.EPI_KINDS."""
+        conv_jit.EPI_KINDS."""
         self.act = act
-        kind = 0 if act is None else jit.EPI_KINDS.get(name, -1) if name else -1
+        kind = 0 if act is None else conv_jit.EPI_KINDS.get(name, -1) if name else -1
         self._epi_kind = (kind, float(params[0]), float(params[1]))
 
     # -- writing into a caller's array (plan/inplace.py: Concat inputs written in place) --
@@ -404,19 +407,21 @@ class Conv:
         return (x.shape[0], pk.M) + tuple(self._geometry(tuple(x.shape[2:]), pk.kernel).out)
 
     def __call__(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
-                 z: np.ndarray | None = None, out: np.ndarray | None = None) -> np.ndarray:
+                 z: np.ndarray | None = None, out: np.ndarray | None = None,
+                 ctx: Any = None) -> np.ndarray:
         """The convolution; with ``out`` (the output's shape and dtype, C-contiguous or a
         slice of channels of a C-contiguous array) written into it: by the compiled GemmConv
         directly, else copied."""
+        pool = SERIAL if ctx is None else ctx.thread_pool
         if out is not None:
-            y = self._conv(x, w, b, z, out)
+            y = self._conv(x, w, b, z, out, pool)
             if y is not out:
                 np.copyto(out, y)
             return out
-        return self._conv(x, w, b, z, None)
+        return self._conv(x, w, b, z, None, pool)
 
     def _conv(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None,
-              z: np.ndarray | None, out: np.ndarray | None) -> np.ndarray:
+              z: np.ndarray | None, out: np.ndarray | None, pool: ThreadPool) -> np.ndarray:
         dt = x.dtype
         cdt = compute_dtype(dt)
         pk = self.packed
@@ -454,18 +459,19 @@ class Conv:
             into = None
             if out is not None and out.dtype == self._gemm.w.dtype:
                 # (N, M, L): a view where out is contiguous or a slice of channels of a
-                # contiguous array (jit.GemmConv takes both)
+                # contiguous array (conv_jit.GemmConv takes both)
                 into = out.reshape(x.shape[0], pk.M, -1)
                 if not np.may_share_memory(into, out):     # reshape had to copy
                     into = None
             y = self._gemm(x, bias, z, kind, alpha, beta, strides, dil, list(geo.begin),
-                           list(geo.out), into)
+                           list(geo.out), into, pool)
             if into is not None:
                 return out
             y = y.reshape((x.shape[0], pk.M) + tuple(geo.out))
             return y if y.dtype == dt else y.astype(dt)
         if self._jit is not None and pk is self.packed:   # [jit hook]: bias added inside
-            y = self._jit(x.astype(cdt, copy=False), bias, strides, dil, geo.begin, geo.out)
+            y = self._jit(x.astype(cdt, copy=False), bias, strides, dil, geo.begin, geo.out,
+                          pool)
             if y is not None:    # None: a shape the NumPy path does faster
                 if self._late_epilogue(y, z):
                     return y if y.dtype == dt else y.astype(dt)
@@ -486,7 +492,8 @@ class Conv:
                 fast = None
             epi = _Epilogue(bias, zf, act, fast, kind, alpha, beta, pk.M, np.dtype(cdt))
             act = self.act
-        y, done = conv_nd(x.astype(cdt, copy=False), pk, self.group, strides, dil, geo, epi)
+        y, done = conv_nd(x.astype(cdt, copy=False), pk, self.group, strides, dil, geo, epi,
+                          pool)
         if done:
             bias = None
             if zf is not None:

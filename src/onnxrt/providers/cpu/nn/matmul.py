@@ -11,8 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from onnxrt.execute import hotpool, intra
-from onnxrt.execute.threads import single_blas
+from onnxrt.framework.parallel import SERIAL, ThreadPool, pool_of, split
 from onnxrt.providers.cpu import CPU
 from onnxrt.providers.cpu.nn import compute_dtype, jit
 
@@ -27,7 +26,7 @@ def _blasable(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def matmul(a: np.ndarray, b: np.ndarray, pool: ThreadPool = SERIAL) -> np.ndarray:
     """np.matmul, fast where numpy's own broadcasting is not: a stack times a matrix is one
     GEMM over the flattened stack (2-3x faster at batch 8 than numpy's per-item loop),
     float32 products split over the session's threads by nn/jit.py (BLAS single-threaded
@@ -38,10 +37,10 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if b.ndim == 2 and a.ndim >= 2:
         # an empty stack has no -1 to infer (reshape refuses size 0 into (-1, 0))
         a2 = a.reshape(int(np.prod(a.shape[:-1])), a.shape[-1]) if a.ndim > 2 else a
-        y = jit.split_matmul(a2, b)
+        y = jit.split_matmul(a2, b, pool)
         if y is not None:
             return y.reshape(a.shape[:-1] + (b.shape[-1],))
-        with _own_threads(2 * a2.shape[0] * a2.shape[1] * b.shape[-1]):
+        with _own_threads(2 * a2.shape[0] * a2.shape[1] * b.shape[-1], pool):
             if a.ndim > 2:
                 return np.matmul(a2, b).reshape(a.shape[:-1] + (b.shape[-1],))
             return np.matmul(a, b)
@@ -52,27 +51,27 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     m = a.shape[-2] if a.ndim > 1 else 1
     flops = 2 * max(a.size * n, b.size * m)
     if flops >= jit._MM_SPLIT_MIN and a.ndim >= 3 and b.ndim >= 2:
-        y = _split_stack(a, b)
+        y = _split_stack(a, b, pool)
         if y is not None:
             return y
     if a.ndim > 2 and b.ndim > 2 and 2 * m * n * a.shape[-1] < jit._MM_SPLIT_MIN:
         # a stack of small products left unsplit (attention's Q K^T and P V exported without
         # fusions): numpy's loop over them on one BLAS thread, never waking BLAS's threads
         # (and parking the intra-op workers) for each item
-        with single_blas():
+        with pool.single_blas():
             return np.matmul(a, b)
-    with _own_threads(flops):
+    with _own_threads(flops, pool):
         return np.matmul(a, b)
 
 
-def _split_stack(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+def _split_stack(a: np.ndarray, b: np.ndarray, pool: ThreadPool) -> np.ndarray | None:
     """A stack of products (attention's per-head scores and weighted sums) split over the
     session's threads by its items, each on BLAS single-threaded; None where the stack is
     shorter than the threads or the shapes do not broadcast. On BLAS's own threads these
     took ~100 ms instead of ~0.3 (a ViT-S head stack, 6x197x64x197) whenever a busy core
     held its second thread: an item here that no worker takes runs on the caller
-    (execute/hotpool.py)."""
-    t = intra.threads()
+    (framework/hotpool.py)."""
+    t = pool.threads
     if t < 2 or a.dtype != b.dtype or a.dtype.kind != "f":
         return None
     try:
@@ -88,50 +87,50 @@ def _split_stack(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     a3 = np.broadcast_to(a, lead + (m, k)).reshape(stack, m, k)
     b3 = np.broadcast_to(b, lead + (k, n)).reshape(stack, k, n)
     y = np.empty((stack, m, n), a.dtype)
-    parts = intra.split(stack, t)
+    parts = split(stack, t)
 
     def part(i: int) -> None:
         lo, hi = parts[i]
         np.matmul(a3[lo:hi], b3[lo:hi], out=y[lo:hi])
 
-    intra.parallel_for(len(parts), part)
+    pool.parallel_for(len(parts), part)
     return y.reshape(lead + (m, n))
 
 
 class _Parked:
-    """A block run on BLAS's own threads, the spinning intra-op workers parked first."""
+    """A block run on BLAS's own threads, the session's spinning workers parked first."""
 
-    __slots__ = ()
+    __slots__ = ("pool",)
+
+    def __init__(self, pool: ThreadPool) -> None:
+        self.pool = pool
 
     def __enter__(self) -> None:
-        hotpool.park()
+        self.pool.park()
 
     def __exit__(self, *exc: Any) -> None:
         pass
 
 
-_PARKED = _Parked()
-
-
-def _own_threads(flops: int) -> Any:
+def _own_threads(flops: int, pool: ThreadPool) -> Any:
     """A product on BLAS's own threads (the spinning intra-op workers parked), or with BLAS
     single-threaded when it is small (under split_matmul's bound): waking BLAS's threads
     costs more than they save there, and with OPENBLAS_THREAD_TIMEOUT unset (numpy imported
     before onnxrt) they then spin for ~0.1 s and take the cores from the next run. The one
     1x1024 by 1024x1000 Gemm of inception_v2 did that on every run: 105 ms instead of 26.
     (A context object, not a generator: this is on every product's path.)"""
-    return single_blas() if flops < jit._MM_SPLIT_MIN else _PARKED
+    return pool.single_blas() if flops < jit._MM_SPLIT_MIN else _Parked(pool)
 
 
-def _mm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _mm(a: np.ndarray, b: np.ndarray, pool: ThreadPool) -> np.ndarray:
     dt = a.dtype
     cdt = compute_dtype(dt)
     if cdt != dt:
-        return matmul(a.astype(cdt), b.astype(cdt)).astype(dt)
-    return matmul(a, b)
+        return matmul(a.astype(cdt), b.astype(cdt), pool).astype(dt)
+    return matmul(a, b, pool)
 
 
-@CPU.kernel("MatMul", since=1, needs_node=True)
+@CPU.kernel("MatMul", since=1, needs_node=True, threads=True)
 class MatMul:
     """MatMul-1/9/13 (numpy semantics); a constant half-precision B is widened once."""
 
@@ -143,16 +142,17 @@ class MatMul:
             if compute_dtype(b.dtype) != b.dtype:
                 self.b = b.astype(compute_dtype(b.dtype))
 
-    def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    def __call__(self, a: np.ndarray, b: np.ndarray, ctx: Any = None) -> np.ndarray:
         if a.ndim == 0 or b.ndim == 0:
             raise ValueError("MatMul inputs must have at least one dimension")
+        pool = pool_of(ctx)
         if self.b is None:
-            return _mm(a, b)
+            return _mm(a, b, pool)
         dt = a.dtype
-        return matmul(a.astype(self.b.dtype), self.b).astype(dt)
+        return matmul(a.astype(self.b.dtype), self.b, pool).astype(dt)
 
 
-@CPU.kernel("Gemm", since=1, needs_node=True)
+@CPU.kernel("Gemm", since=1, needs_node=True, threads=True)
 class Gemm:
     """Gemm-1..13: Y = alpha * A' @ B' + beta * C (legacy ``broadcast`` accepted)."""
 
@@ -180,7 +180,8 @@ class Gemm:
             self.c_scaled = (c.astype(compute_dtype(c.dtype)) * self.beta).astype(
                 compute_dtype(c.dtype), copy=False)
 
-    def __call__(self, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> np.ndarray:
+    def __call__(self, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None,
+                 ctx: Any = None) -> np.ndarray:
         dt = a.dtype
         cdt = compute_dtype(dt)
         if self.trans_a:
@@ -190,7 +191,7 @@ class Gemm:
             bb = self.b_packed
         else:
             bb = (b.T if self.trans_b else b).astype(cdt, copy=False)
-        y = matmul(a, bb)
+        y = matmul(a, bb, pool_of(ctx))
         if self.alpha != 1.0:
             if dt.kind in "iu":
                 y = (y * self.alpha).astype(cdt)

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from onnxrt.providers.cpu import CPU
+from onnxrt.framework.parallel import pool_of
 from onnxrt.providers.cpu.contrib.layer_norm import compiled_norm
 from onnxrt.providers.cpu.nn import compute_dtype, row_mean
 
@@ -113,11 +114,11 @@ def _stash(dt: np.dtype, stash_type: int) -> np.dtype:
     return cdt
 
 
-@CPU.kernel("LayerNormalization", since=17)
-def layer_normalization(x, scale, b=None, *, axis=-1, epsilon=1e-5, stash_type=1):
+@CPU.kernel("LayerNormalization", since=17, threads=True)
+def layer_normalization(x, scale, b=None, *, axis=-1, epsilon=1e-5, stash_type=1, ctx=None):
     dt = x.dtype
     if stash_type == 1:
-        r = compiled_norm(x, scale, b, epsilon, axis)
+        r = compiled_norm(x, scale, b, epsilon, axis, pool=pool_of(ctx))
         if r is not None:
             return r[:3]
     cdt = _stash(dt, stash_type)

@@ -15,8 +15,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from onnxrt.framework.parallel import pool_of
 from onnxrt.providers.cpu import CPU
-from onnxrt.providers.cpu.nn import compute_dtype, jit, resolve_pads, row_mean
+from onnxrt.providers.cpu.nn import compute_dtype, jit, pool_jit, resolve_pads, row_mean
 from onnxrt.validate import SpecError, check_shapes
 
 __all__ = []
@@ -230,8 +231,8 @@ class _JitPool:
         self.include_pad = bool(self.kw.get("count_include_pad", 0))
         self.jit = None
         if not (is_max and node.output_present(1)):
-            self.jit = jit.pool_kernel(is_max, jit.input_dtype(node), self.kw.get("kernel_shape"),
-                                       self.kw.get("strides"))
+            self.jit = pool_jit.pool_kernel(is_max, jit.input_dtype(node),
+                                            self.kw.get("kernel_shape"), self.kw.get("strides"))
         self._geo: dict[tuple[int, ...], tuple[_PoolGeo, np.ndarray | None]] = {}
         self._checked: set[tuple[int, ...]] = set()
 
@@ -241,7 +242,7 @@ class _JitPool:
             check_shapes(self.node, (x,))
             self._checked.add(x.shape)     # a benign race: every thread adds the same
 
-    def _run_jit(self, x: np.ndarray) -> np.ndarray | None:
+    def _run_jit(self, x: np.ndarray, ctx: Any) -> np.ndarray | None:
         j = self.jit
         if j is None or x.dtype != j.dtype or x.ndim not in (3, 4):
             return None
@@ -253,31 +254,31 @@ class _JitPool:
             div = None if j.is_max else _counts(x.shape[2:], geo, self.include_pad, x.dtype)
             hit = self._geo[x.shape[2:]] = (geo, div)
         geo, div = hit
-        return j(x, geo, div)
+        return j(x, geo, div, pool_of(ctx))
 
 
-@CPU.kernel("MaxPool", since=1, needs_node=True)
+@CPU.kernel("MaxPool", since=1, needs_node=True, threads=True)
 class MaxPool(_JitPool):
     def __init__(self, node: Any) -> None:
         super().__init__(node, True, max_pool)
 
-    def __call__(self, x: np.ndarray) -> Any:
+    def __call__(self, x: np.ndarray, ctx: Any = None) -> Any:
         self.check(x)
-        y = self._run_jit(x)
+        y = self._run_jit(x, ctx)
         if y is None:
             return self.impl(x, **self.kw)
         # MaxPool-1 has one output; later versions declare the optional Indices
         return y if self.node.since_version < 8 else (y,)
 
 
-@CPU.kernel("AveragePool", since=1, needs_node=True)
+@CPU.kernel("AveragePool", since=1, needs_node=True, threads=True)
 class AveragePool(_JitPool):
     def __init__(self, node: Any) -> None:
         super().__init__(node, False, average_pool)
 
-    def __call__(self, x: np.ndarray) -> np.ndarray:
+    def __call__(self, x: np.ndarray, ctx: Any = None) -> np.ndarray:
         self.check(x)
-        y = self._run_jit(x)
+        y = self._run_jit(x, ctx)
         return self.impl(x, **self.kw) if y is None else y
 
 

@@ -1,5 +1,5 @@
 """``python -m onnxrt.providers.cpu.nn.warm MARKER``: compile the CPU provider's kernels into
-numba's disk cache, then write MARKER (execute/warmup.py starts this in the background on
+numba's disk cache, then write MARKER (framework/warmup.py starts this in the background on
 a machine whose cache is empty).
 
 What it compiles is what sessions take: sessions over a small convolutional model whose
@@ -72,8 +72,8 @@ def _model() -> bytes:
 
 def compile_all() -> None:
     import onnxrt
-    from onnxrt.execute import hotpool, intra
-    from onnxrt.execute.threads import limit_threads
+    from onnxrt.framework import hotpool
+    from onnxrt.framework.parallel import ThreadPool
     from onnxrt.providers.cpu.contrib import attention, gelu, layer_norm
     from onnxrt.providers.cpu.nn import jit
 
@@ -91,9 +91,12 @@ def compile_all() -> None:
     layer_norm._norm_kernel()
     attention._heads_kernel()
     a = np.ones((64, 256), np.float32)
-    with limit_threads(2):
-        jit.split_matmul(a, np.ones((256, 256), np.float32))
-        intra.parallel_for(2, lambda i: None)
+    pool = ThreadPool(2)
+    try:
+        jit.split_matmul(a, np.ones((256, 256), np.float32), pool)
+        pool.parallel_for(2, lambda i: None)
+    finally:
+        pool.close()
 
 
 def main(argv: list[str]) -> int:

@@ -21,9 +21,12 @@ point, saturated: onnxruntime's requantization.
 
 Compiled once per process through providers/cpu/nn/jit.py's ``compile_once`` (numba's
 on-disk cache, so only the first session on a machine compiles); the kernels are ``nogil``
-and split their panel bands over the session's intra-op threads (execute/intra.py).
+and split their panel bands over the session's intra-op threads (the ``ThreadPool`` a
+kernel's run context carries, framework/parallel.py).
 Without numba (or with ONNXRT_JIT=0) ``kernels()`` is None and the callers keep their
-NumPy path (exact float BLAS products of the shifted operands).
+NumPy path (exact float BLAS products of the shifted operands). One module of ~670 lines:
+the packing, the compiled loops and their entry points share one panel layout (MR, NR,
+the K-pair interleave), which a split would spread over several files.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from onnxrt.execute import intra
+from onnxrt.framework.parallel import SERIAL, ThreadPool
 from onnxrt.ir.dtypes import np_dtype
 from onnxrt.providers.cpu.nn import jit
 
@@ -390,7 +393,7 @@ def _self_test(k: dict[str, Any]) -> None:
     a = rng.integers(0, 256, (5, 37)).astype(np.uint8)
     b = rng.integers(-128, 128, (37, 19)).astype(np.int8)
     bp = pack_panels(b.astype(np.int16))
-    y = gemm(k, a, np.array([3], np.int32), bp, 19, Epilogue.raw(), threads=False)
+    y = gemm(k, a, np.array([3], np.int32), bp, 19, Epilogue.raw())
     ref = (a.astype(np.int64) - 3) @ b.astype(np.int64)
     if not np.array_equal(y, ref):
         raise RuntimeError("the compiled integer product disagrees with NumPy's")
@@ -464,10 +467,11 @@ def _flat(p: np.ndarray | None, dt: Any) -> np.ndarray:
 
 
 def gemm(k: dict[str, Any], a: np.ndarray, za: np.ndarray, bp: np.ndarray, n: int,
-         epi: Epilogue, threads: bool = True) -> np.ndarray:
+         epi: Epilogue, pool: ThreadPool = SERIAL) -> np.ndarray:
     """epilogue((a - za) @ B) for 2-D 8-bit ``a`` (M, K) and B packed by pack_panels (its
-    zero points already taken out): (M, n) of ``epi.out_dtype``. The caller has checked
-    that a's K matches the panels' (the compiled loops have no bounds checks)."""
+    zero points already taken out): (M, n) of ``epi.out_dtype``, split over ``pool``. The
+    caller has checked that a's K matches the panels' (the compiled loops have no bounds
+    checks)."""
     m = a.shape[0]
     kp = 2 * bp.shape[1]
     if a.shape[1] > kp or a.shape[1] < kp - 1:
@@ -479,13 +483,13 @@ def gemm(k: dict[str, Any], a: np.ndarray, za: np.ndarray, bp: np.ndarray, n: in
     band = max(1, min(bp.shape[0], _BAND_BYTES // max(1, kp * 32)))
     n_band = -(-bp.shape[0] // band)
     args = (a16, bp, m, n, band, out, epi.mode) + epi.args(n)
-    spread = threads and m * n * kp >= _PAR_MIN
-    if spread and n_band < intra.threads() and bp.shape[0] > 1:
+    spread = m * n * kp >= _PAR_MIN
+    if spread and n_band < pool.threads and bp.shape[0] > 1:
         # fewer bands than threads: narrower bands
-        band = -(-bp.shape[0] // intra.threads())
+        band = -(-bp.shape[0] // pool.threads)
         n_band = -(-bp.shape[0] // band)
         args = args[:4] + (band,) + args[5:]
-    intra.for_ranges(k["gemm"], args, n_band, spread)
+    pool.for_ranges(k["gemm"], args, n_band, spread)
     return out
 
 
@@ -528,15 +532,16 @@ def usable(a: np.ndarray, za: np.ndarray | None) -> bool:
             and kernels() is not None)
 
 
-def product(a: np.ndarray, za: np.ndarray | None, pb: PackedB, epi: Epilogue) -> np.ndarray:
-    """epilogue((a - za) @ B) for a (..., K) over the packed B; the caller checked
-    ``usable``."""
+def product(a: np.ndarray, za: np.ndarray | None, pb: PackedB, epi: Epilogue,
+            pool: ThreadPool = SERIAL) -> np.ndarray:
+    """epilogue((a - za) @ B) for a (..., K) over the packed B, split over ``pool``; the
+    caller checked ``usable``."""
     if a.shape[-1] != pb.k:
         raise ValueError(f"A's last dimension {a.shape[-1]} differs from B's {pb.k} rows")
     k = kernels()
     z = np.zeros(1, np.int32) if za is None else np.asarray(za).astype(np.int32).reshape(1)
     a2 = a.reshape(-1, pb.k) if a.ndim != 2 else a
-    y = gemm(k, a2, z, pb.panels, pb.n, epi)
+    y = gemm(k, a2, z, pb.panels, pb.n, epi, pool)
     return y.reshape(a.shape[:-1] + (pb.n,))
 
 
@@ -570,7 +575,7 @@ _CONV_PAR_MIN = 1 << 19
 
 
 def conv2d(x: np.ndarray, xz: int, pw: PackedConvW, dil: list[int], st: list[int],
-           pads: list[int], epi: Epilogue) -> np.ndarray | None:
+           pads: list[int], epi: Epilogue, pool: ThreadPool = SERIAL) -> np.ndarray | None:
     """The integer conv of 8-bit x (N, C, H, W) or (N, C, W) with the packed weight, the
     epilogue's parameters per output channel (row); None where the compiled path does not
     apply (the caller's NumPy path runs). Shapes are checked here: the loops are not."""
@@ -602,22 +607,22 @@ def conv2d(x: np.ndarray, xz: int, pw: PackedConvW, dil: list[int], st: list[int
     if pw.depthwise:
         out = np.empty((n, pw.m, oh, ow), epi.out_dtype)
         geo = (kh, kw, st[0], st[1], dil[0], dil[1], pads[0], pads[1])
-        intra.for_ranges(k["dw"], (x, pw.rows, np.int16(xz), geo, pw.m // pw.group, out,
-                                   epi.mode) + ep, n * pw.m, spread)
+        pool.for_ranges(k["dw"], (x, pw.rows, np.int16(xz), geo, pw.m // pw.group, out,
+                                  epi.mode) + ep, n * pw.m, spread)
         return out if spatial_out == 2 else out.reshape(n, pw.m, ow)
     p_n = oh * ow
     kp = pw.rows.shape[2]
     band = max(1, min(-(-p_n // NR), _CONV_BAND_BYTES // (kp * 32)))
     n_band = -(-p_n // (NR * band))
     items = n * pw.group * n_band
-    if spread and items < intra.threads() and p_n > NR:
-        band = max(1, -(-p_n // (NR * intra.threads())))
+    if spread and items < pool.threads and p_n > NR:
+        band = max(1, -(-p_n // (NR * pool.threads)))
         n_band = -(-p_n // (NR * band))
         items = n * pw.group * n_band
     out = np.empty((n, pw.m, p_n), epi.out_dtype)
     geo = (pw.cg, hh, ww, kh, kw, st[0], st[1], dil[0], dil[1], pads[0], pads[1])
-    intra.for_ranges(k["conv"], (x, pw.rows, np.int16(xz), geo, pw.m // pw.group, pw.group,
-                                 p_n, ow, band, out, epi.mode) + ep, items, spread)
+    pool.for_ranges(k["conv"], (x, pw.rows, np.int16(xz), geo, pw.m // pw.group, pw.group,
+                                p_n, ow, band, out, epi.mode) + ep, items, spread)
     return out.reshape((n, pw.m, oh, ow) if spatial_out == 2 else (n, pw.m, ow))
 
 

@@ -13,8 +13,8 @@ Two paths, both float32:
   cache (q * scale - scale * zp, onnxruntime's order), multiplied by BLAS's sgemm called
   from the compiled code (providers/cpu/blas.py) into the output's columns.
 
-Columns are split over the session's intra-op threads (execute/intra.py). Compiled once per
-process through providers/cpu/nn/jit.py's ``compile_once`` (numba's disk cache); without
+Columns are split over the session's intra-op threads (framework/parallel.py). Compiled
+once per process through providers/cpu/nn/jit.py's ``compile_once`` (numba's disk cache); without
 numba ``kernels()`` is None and MatMulNBits keeps its NumPy path.
 """
 
@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from onnxrt.execute import intra
+from onnxrt.framework.parallel import SERIAL, ThreadPool
 from onnxrt.providers.cpu import blas
 from onnxrt.providers.cpu.nn import jit
 
@@ -311,9 +311,10 @@ class NBitsWeight:
         return np.ascontiguousarray(full[:, :self.k])
 
     def matmul(self, k: dict[str, Any], a: np.ndarray, bias: np.ndarray | None,
-               level4: bool = False) -> np.ndarray:
-        """a (M, K) float32 @ dequant(W)^T (+ bias) -> (M, N) float32; ``level4``: A
-        quantized per block to int8 first (onnxruntime's accuracy_level 4)."""
+               level4: bool = False, pool: ThreadPool = SERIAL) -> np.ndarray:
+        """a (M, K) float32 @ dequant(W)^T (+ bias) -> (M, N) float32, columns split over
+        ``pool``; ``level4``: A quantized per block to int8 first (onnxruntime's
+        accuracy_level 4)."""
         m = a.shape[0]
         y = np.empty((m, self.n), _F32)
         has_b = bias is not None
@@ -325,20 +326,20 @@ class NBitsWeight:
         if m <= _GEMV_M and not self.has_g:
             ap, asum = self.planes(k, a, level4)
             four = self.bits == 4 and self.block >= 32
-            intra.for_ranges(k["gemv4" if four else "gemv"],
-                             (ap, asum, self.codes, self.scales,
-                              self.szp if four else self.zps, bvec, has_b, y, self.bits),
-                             self.n, work >= _GEMV_PAR_MIN)
+            pool.for_ranges(k["gemv4" if four else "gemv"],
+                            (ap, asum, self.codes, self.scales,
+                             self.szp if four else self.zps, bvec, has_b, y, self.bits),
+                            self.n, work >= _GEMV_PAR_MIN)
             return y
         nt = max(16, min(256, (_TILE_BYTES // (4 * max(self.k, 1))) // 16 * 16))
         n_t = -(-self.n // nt)
-        if spread and n_t < intra.threads() and self.n > 16:
-            nt = max(16, -(-self.n // intra.threads()))
+        if spread and n_t < pool.threads and self.n > 16:
+            nt = max(16, -(-self.n // pool.threads))
             n_t = -(-self.n // nt)
         if level4:
             a = self.quantize_a(k, a)
-        intra.for_ranges(k["tiles"], (blas.gemm(_F32), np.ascontiguousarray(a, _F32),
-                                      self.codes, self.scales, self.zps, self.gidx,
-                                      self.has_g, bvec, has_b, y, self.bits, self.block, nt),
-                         n_t, spread, blas=True)
+        pool.for_ranges(k["tiles"], (blas.gemm(_F32), np.ascontiguousarray(a, _F32),
+                                     self.codes, self.scales, self.zps, self.gidx,
+                                     self.has_g, bvec, has_b, y, self.bits, self.block, nt),
+                        n_t, spread, blas=True)
         return y

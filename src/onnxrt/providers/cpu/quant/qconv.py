@@ -16,6 +16,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from onnxrt.framework.kernel import NodeInfo
+from onnxrt.framework.parallel import ThreadPool, pool_of
 from onnxrt.providers.cpu import CPU
 from onnxrt.providers.cpu.quant import igemm
 from onnxrt.providers.cpu.quant._common import int_range, requantize
@@ -199,13 +200,14 @@ class _QConvBase:
                 self.packed = _Packed(w, zw, self.geo.group)
 
     def _compiled(self, x: np.ndarray, x_zp: np.ndarray | None,
-                  epi: igemm.Epilogue) -> np.ndarray | None:
-        """The compiled integer conv, or None where it does not apply."""
+                  epi: igemm.Epilogue, pool: ThreadPool) -> np.ndarray | None:
+        """The compiled integer conv split over ``pool``, or None where it does not
+        apply."""
         if self.fast is None or (x_zp is not None and np.size(x_zp) != 1):
             return None
         dil, st, _, pads = self.geo.resolve(x.shape[2:], self.fast.ks)
         xz = 0 if x_zp is None else int(np.asarray(x_zp).reshape(()))
-        return igemm.conv2d(x, xz, self.fast, dil, st, pads, epi)
+        return igemm.conv2d(x, xz, self.fast, dil, st, pads, epi, pool)
 
     def _weights(self, w: np.ndarray, w_zp: np.ndarray | None) -> _Packed:
         if self.packed is None:     # computed, or packed for the compiled path only
@@ -213,27 +215,27 @@ class _QConvBase:
         return self.packed
 
 
-@CPU.kernel("ConvInteger", since=10)
+@CPU.kernel("ConvInteger", since=10, threads=True)
 class ConvInteger(_QConvBase):
     W, WZP = 1, 3
 
     def __call__(self, x: np.ndarray, w: np.ndarray, x_zero_point: np.ndarray | None = None,
-                 w_zero_point: np.ndarray | None = None) -> np.ndarray:
-        y = self._compiled(x, x_zero_point, igemm.Epilogue.raw())
+                 w_zero_point: np.ndarray | None = None, *, ctx: Any = None) -> np.ndarray:
+        y = self._compiled(x, x_zero_point, igemm.Epilogue.raw(), pool_of(ctx))
         if y is not None:
             return y
         return _conv_acc(x, x_zero_point, self._weights(w, w_zero_point),
                          self.geo).astype(np.int32)
 
 
-@CPU.kernel("QLinearConv", since=10)
+@CPU.kernel("QLinearConv", since=10, threads=True)
 class QLinearConv(_QConvBase):
     W, WZP = 3, 5
 
     def __call__(self, x: np.ndarray, x_scale: np.ndarray, x_zero_point: np.ndarray,
                  w: np.ndarray, w_scale: np.ndarray, w_zero_point: np.ndarray,
                  y_scale: np.ndarray, y_zero_point: np.ndarray,
-                 b: np.ndarray | None = None) -> np.ndarray:
+                 b: np.ndarray | None = None, *, ctx: Any = None) -> np.ndarray:
         # multiplier per output channel, formed in float32 like the scales
         mult = (np.asarray(x_scale, _F32) * np.asarray(w_scale, _F32)
                 / np.asarray(y_scale, _F32))
@@ -245,7 +247,7 @@ class QLinearConv(_QConvBase):
             epi = igemm.Epilogue(igemm.MODE_QUANT, dt, scale=mult.reshape(-1), ibias=b,
                                  zp=float(np.asarray(y_zero_point).reshape(())),
                                  qrange=int_range(dt))
-            y = self._compiled(x, x_zero_point, epi)
+            y = self._compiled(x, x_zero_point, epi, pool_of(ctx))
             if y is not None:
                 return y
         acc = _conv_acc(x, x_zero_point, self._weights(w, w_zero_point), self.geo)

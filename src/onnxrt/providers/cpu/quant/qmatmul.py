@@ -11,9 +11,12 @@ usually allow for K up to about 1000.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from onnxrt.framework.kernel import NodeInfo
+from onnxrt.framework.parallel import pool_of
 from onnxrt.providers.cpu import CPU
 from onnxrt.providers.cpu.quant import igemm
 from onnxrt.providers.cpu.quant._common import (float_of, int_range, is_float_q, requantize,
@@ -64,19 +67,20 @@ def matmul_integer(a: np.ndarray, b: np.ndarray, a_zero_point: np.ndarray | None
     return y.astype(np.int32)
 
 
-@CPU.kernel("MatMulInteger", since=10)
+@CPU.kernel("MatMulInteger", since=10, threads=True)
 class MatMulInteger:
     def __init__(self, node: NodeInfo) -> None:
         self.packed = igemm.prepack(node, 1, 3)
 
     def __call__(self, a: np.ndarray, b: np.ndarray, a_zero_point: np.ndarray | None = None,
-                 b_zero_point: np.ndarray | None = None) -> np.ndarray:
+                 b_zero_point: np.ndarray | None = None, *, ctx: Any = None) -> np.ndarray:
         if self.packed is not None and igemm.usable(a, a_zero_point):
-            return igemm.product(a, a_zero_point, self.packed, igemm.Epilogue.raw())
+            return igemm.product(a, a_zero_point, self.packed, igemm.Epilogue.raw(),
+                                 pool_of(ctx))
         return matmul_integer(a, b, a_zero_point, b_zero_point)
 
 
-@CPU.kernel("QLinearMatMul", since=10)
+@CPU.kernel("QLinearMatMul", since=10, threads=True)
 class QLinearMatMul:
     def __init__(self, node: NodeInfo) -> None:
         dt = igemm.out_dtype(node, np.uint8)
@@ -85,7 +89,8 @@ class QLinearMatMul:
 
     def __call__(self, a: np.ndarray, a_scale: np.ndarray, a_zero_point: np.ndarray,
                  b: np.ndarray, b_scale: np.ndarray, b_zero_point: np.ndarray,
-                 y_scale: np.ndarray, y_zero_point: np.ndarray) -> np.ndarray:
+                 y_scale: np.ndarray, y_zero_point: np.ndarray, *, ctx: Any = None
+                 ) -> np.ndarray:
         pb = self.packed
         if (pb is not None and igemm.usable(a, a_zero_point) and np.size(a_scale) == 1
                 and np.size(y_scale) == 1 and np.size(y_zero_point) == 1
@@ -97,7 +102,7 @@ class QLinearMatMul:
             epi = igemm.Epilogue(igemm.MODE_QUANT, dt, scale=sa * sb / sy, per_col=True,
                                  zp=float(np.asarray(y_zero_point).reshape(())),
                                  qrange=int_range(dt))
-            return igemm.product(a, a_zero_point, pb, epi)
+            return igemm.product(a, a_zero_point, pb, epi, pool_of(ctx))
         return qlinear_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale,
                               y_zero_point)
 

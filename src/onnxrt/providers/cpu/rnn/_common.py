@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from onnxrt.execute import intra
+from onnxrt.framework.parallel import SERIAL, ThreadPool
 from onnxrt.framework.kernel import NodeInfo
 from onnxrt.providers.cpu.nn.matmul import matmul
 from onnxrt.providers.cpu.rnn import compiled
@@ -217,7 +217,10 @@ class RecurrentKernel:
     # -- the run -----------------------------------------------------------------------
     def run(self, X: np.ndarray, W: np.ndarray, R: np.ndarray, B: np.ndarray | None,
             seq_lens: np.ndarray | None, init_h: np.ndarray | None,
-            init_c: np.ndarray | None = None, *extra_inputs: Any) -> tuple[Any, ...]:
+            init_c: np.ndarray | None = None, *extra_inputs: Any,
+            pool: ThreadPool = SERIAL) -> tuple[Any, ...]:
+        """The sequence; ``pool``: the session's threads (the run context's), which split
+        the compiled time loop's batch blocks."""
         out_dt = X.dtype
         cdt = compute_dtype(out_dt)
         packed = self._packed
@@ -229,7 +232,7 @@ class RecurrentKernel:
             raise ValueError(f"X must be 3-D, got shape {X.shape}")
         if self._loop is not None:
             return self._run_compiled(X, packed, seq_lens, init_h, init_c, extra_inputs,
-                                      cdt, out_dt)
+                                      cdt, out_dt, pool)
         if self.layout:
             X = X.transpose(1, 0, 2)
         T, Bn, I = X.shape
@@ -315,7 +318,7 @@ class RecurrentKernel:
 
     def _run_compiled(self, X: np.ndarray, packed: tuple[Any, ...], seq_lens: Any,
                       init_h: Any, init_c: Any, extra_inputs: tuple[Any, ...],
-                      cdt: np.dtype, out_dt: np.dtype) -> tuple[Any, ...]:
+                      cdt: np.dtype, out_dt: np.dtype, pool: ThreadPool) -> tuple[Any, ...]:
         """The whole time loop in one compiled call (rnn/compiled.py)."""
         loop, project = self._loop
         Rt, H = packed[1], packed[3]
@@ -352,13 +355,13 @@ class RecurrentKernel:
             gx = np.empty((x2.shape[0], D * GH), cdt)
             project(x2, w_cat, b_cat, gx)
         else:
-            gx = matmul(x2, w_cat)
+            gx = matmul(x2, w_cat, pool)
             gx += b_cat
         y = np.zeros(T * D * Bn * H if self.want_y else 1, cdt)
         yh = np.empty((D, Bn, H), cdt)
         yc = np.empty((D, Bn, H), cdt) if self.has_cell else yh
         work = T * Bn * D * H * GH
-        threads = intra.threads() if work >= compiled.PAR_MIN_WORK else 1
+        threads = pool.threads if work >= compiled.PAR_MIN_WORK else 1
         blocks = max(1, min(Bn, -(-threads // D)))
         bs = max(1, -(-Bn // blocks))
         items = D * (-(-Bn // bs)) if Bn else 0
@@ -366,7 +369,7 @@ class RecurrentKernel:
                 y, yh, yc, lens, self._rev, self.act_codes, self.act_alpha, self.act_beta,
                 self._clip_value, self._lbr, self._input_forget, peep is not None,
                 self.want_y, bool(self.layout), cdt == np.float32, bs)
-        compiled.run_items(loop, args, items, threads > 1)
+        compiled.run_items(loop, args, items, threads > 1, pool)
         Y = None
         if self.want_y:
             Y = y.reshape((Bn, T, D, H) if self.layout else (T, D, Bn, H))

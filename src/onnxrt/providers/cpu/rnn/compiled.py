@@ -4,7 +4,7 @@ The input projections of every step and direction come in precomputed (one BLAS 
 biases folded, ``gx``); the loop does the recurrent product, the gates and the state update
 of every step for a block of batch rows of one direction, without returning to Python.
 Items are (direction, block of rows): the two directions of a bidirectional layer, or the
-blocks of a large batch, run on the session's threads (execute/intra.py) when the work pays
+blocks of a large batch, run on the session's threads (its ThreadPool, framework/parallel.py) when the work pays
 for the split. Rows whose ``sequence_lens`` entry is shorter stop early (their Y rows stay
 zero, Y_h/Y_c keep the last state); reverse directions walk each row from its own last
 step.
@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from onnxrt.execute import intra
+from onnxrt.framework.parallel import ThreadPool
 from onnxrt.providers.cpu import vmath
 
 __all__ = ["ACT_CODES", "kernel", "run_items", "KIND_RNN", "KIND_GRU", "KIND_LSTM"]
@@ -361,8 +361,8 @@ def _warm(fn: Any, dt: np.dtype) -> None:
        z((d, 3)), 0.0, False, False, False, True, False, dt == np.float32, 1, 0, 1)
 
 
-def run_items(fn: Any, args: tuple, items: int, spread: bool) -> None:
+def run_items(fn: Any, args: tuple, items: int, spread: bool, pool: ThreadPool) -> None:
     """``fn(*args, lo, hi)`` over the items, one range per thread of the session when
     ``spread`` (the caller's judgement: at least PAR_MIN_WORK multiply-adds)."""
     if items:
-        intra.for_ranges(fn, args, items, spread=spread and items > 1)
+        pool.for_ranges(fn, args, items, spread=spread and items > 1)

@@ -7,12 +7,13 @@ from typing import Any
 import numpy as np
 
 from onnxrt.framework.kernel import NodeInfo
+from onnxrt.framework.parallel import pool_of
 from onnxrt.providers.cpu import CPU
 from onnxrt.providers.cpu.rnn import compiled
 from onnxrt.providers.cpu.rnn._common import RecurrentKernel
 
 
-@CPU.kernel("GRU", since=1)
+@CPU.kernel("GRU", since=1, threads=True)
 class GRU(RecurrentKernel):
     """Gates in W/R/B are stacked z (update), r (reset), h (hidden)."""
 
@@ -67,5 +68,6 @@ class GRU(RecurrentKernel):
         return out, None
 
     def __call__(self, X: np.ndarray, W: np.ndarray, R: np.ndarray, B: Any = None,
-                 sequence_lens: Any = None, initial_h: Any = None) -> tuple[Any, ...]:
-        return self.run(X, W, R, B, sequence_lens, initial_h)
+                 sequence_lens: Any = None, initial_h: Any = None,
+                 ctx: Any = None) -> tuple[Any, ...]:
+        return self.run(X, W, R, B, sequence_lens, initial_h, pool=pool_of(ctx))

@@ -7,12 +7,13 @@ from typing import Any
 import numpy as np
 
 from onnxrt.framework.kernel import NodeInfo
+from onnxrt.framework.parallel import pool_of
 from onnxrt.providers.cpu import CPU
 from onnxrt.providers.cpu.rnn import compiled
 from onnxrt.providers.cpu.rnn._common import RecurrentKernel
 
 
-@CPU.kernel("LSTM", since=1)
+@CPU.kernel("LSTM", since=1, threads=True)
 class LSTM(RecurrentKernel):
     """Gates in W/R/B are stacked i, o, f, c; peepholes P are i, o, f."""
 
@@ -80,5 +81,6 @@ class LSTM(RecurrentKernel):
 
     def __call__(self, X: np.ndarray, W: np.ndarray, R: np.ndarray, B: Any = None,
                  sequence_lens: Any = None, initial_h: Any = None, initial_c: Any = None,
-                 P: Any = None) -> tuple[Any, ...]:
-        return self.run(X, W, R, B, sequence_lens, initial_h, initial_c, P)
+                 P: Any = None, ctx: Any = None) -> tuple[Any, ...]:
+        return self.run(X, W, R, B, sequence_lens, initial_h, initial_c, P,
+                        pool=pool_of(ctx))

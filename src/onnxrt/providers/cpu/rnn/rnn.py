@@ -6,11 +6,12 @@ from typing import Any
 
 import numpy as np
 
+from onnxrt.framework.parallel import pool_of
 from onnxrt.providers.cpu import CPU
 from onnxrt.providers.cpu.rnn._common import RecurrentKernel
 
 
-@CPU.kernel("RNN", since=1)
+@CPU.kernel("RNN", since=1, threads=True)
 class RNN(RecurrentKernel):
     n_gates = 1
     default_acts = ("Tanh",)
@@ -22,5 +23,6 @@ class RNN(RecurrentKernel):
         return self.act(0, a), None
 
     def __call__(self, X: np.ndarray, W: np.ndarray, R: np.ndarray, B: Any = None,
-                 sequence_lens: Any = None, initial_h: Any = None) -> tuple[Any, ...]:
-        return self.run(X, W, R, B, sequence_lens, initial_h)
+                 sequence_lens: Any = None, initial_h: Any = None,
+                 ctx: Any = None) -> tuple[Any, ...]:
+        return self.run(X, W, R, B, sequence_lens, initial_h, pool=pool_of(ctx))

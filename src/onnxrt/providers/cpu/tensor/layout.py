@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from onnxrt.execute import intra
+from onnxrt.framework.parallel import ThreadPool, split
 from onnxrt.providers.cpu import CPU
 from onnxrt.validate.alloc import check_alloc
 
@@ -41,8 +41,8 @@ def transpose(x, *, perm=None):
 _PAR_CONCAT_BYTES = 2 << 20
 
 
-@CPU.kernel("Concat", since=4)
-def concat(*xs, axis):
+@CPU.kernel("Concat", since=4, threads=True)
+def concat(*xs, axis, ctx=None):
     if not xs:
         raise ValueError("Concat needs at least one input")
     if len(xs) == 1:
@@ -50,14 +50,14 @@ def concat(*xs, axis):
     ax = _axis(axis, np.ndim(xs[0]), "Concat")
     x0 = xs[0]
     if (ax > 0 and isinstance(x0, np.ndarray) and x0.nbytes * len(xs) >= _PAR_CONCAT_BYTES
-            and intra.threads() > 1):
-        out = _concat_split(xs, ax)
+            and ctx is not None and ctx.thread_pool.threads > 1):
+        out = _concat_split(xs, ax, ctx.thread_pool)
         if out is not None:
             return out
     return np.concatenate(xs, axis=ax)
 
 
-def _concat_split(xs: Sequence[Any], ax: int) -> np.ndarray | None:
+def _concat_split(xs: Sequence[Any], ax: int, pool: ThreadPool) -> np.ndarray | None:
     """np.concatenate(xs, ax) copied in parallel: the leading dimensions (before ``ax``)
     in one contiguous range per thread; None where the inputs do not fit that (other
     dtypes or ranks, a leading extent of 1, shapes that do not concatenate)."""
@@ -75,14 +75,14 @@ def _concat_split(xs: Sequence[Any], ax: int) -> np.ndarray | None:
     o3 = out.reshape(n, -1, inner)
     srcs = [np.ascontiguousarray(x).reshape(n, w, inner) for x, w in zip(xs, widths)]
     offs = np.cumsum([0] + widths)
-    parts = intra.split(n, intra.threads())
+    parts = split(n, pool.threads)
 
     def copy(k: int) -> None:
         lo, hi = parts[k]
         for x3, a, b in zip(srcs, offs[:-1], offs[1:]):
             np.copyto(o3[lo:hi, a:b], x3[lo:hi])
 
-    intra.parallel_for(len(parts), copy)
+    pool.parallel_for(len(parts), copy)
     return out
 
 

@@ -1,8 +1,11 @@
 """Workers that wait for the next item by spinning without the GIL, while a session runs.
 
+Each session's thread pool (framework/parallel.py) owns one ``HotPool`` of its budget minus
+one workers, made on its first split and ended with the session (``close``).
+
 Handing an item to a thread blocked in a queue costs a wake-up (40-50 us on this 2-core
 VM), and waiting for it to finish another; with the GIL passed back and forth a split cost
-~100 us (execute/intra.py), more than small convolutions take. Here each worker waits in a
+~100 us (framework/parallel.py), more than small convolutions take. Here each worker waits in a
 compiled (numba, ``nogil``) loop that watches its slot of a shared array; the caller posts
 an item by writing a sequence number there, runs its own item, and waits for the worker's
 "done" number in another compiled loop, so neither side sleeps and the GIL is free whenever
@@ -39,25 +42,30 @@ microsecond of the post, so only a worker that is not running loses its item.
 from __future__ import annotations
 
 import ctypes
-import os
 import threading
+import weakref
 from typing import Any, Callable
 
 import numpy as np
 
-from onnxrt.execute import warmup
+from onnxrt.framework import warmup
 
-__all__ = ["HotPool", "get"]
+__all__ = ["HotPool", "make", "install_native", "INT_SLOTS", "FLOAT_SLOTS", "POSTED", "DONE",
+           "PARKED", "PARK", "KIND", "LO", "HI", "CLAIM"]
 
 _SPINS = 10000               # idle polls (~0.3 us each) before a worker parks
 # slot layout of the control array, one row per worker: the last posted and the last
 # finished item's sequence numbers, parked, park request, the posted item's native kind
 # (0: a Python item) and range, the claim word (the posted sequence number while nobody
 # took the item, its negation once the worker did, 0 once the caller took it back)
+POSTED, DONE, PARKED, PARK, KIND, LO, HI, CLAIM = range(8)
 _POSTED, _DONE, _PARKED, _PARK, _KIND, _LO, _HI, _CLAIM = range(8)
 _COLS = 8
-# argument slots of a native item (shared by the workers: one caller at a time)
-_INT_SLOTS, _FLOAT_SLOTS = 64, 8
+# argument slots of a native item (shared by the workers: one caller at a time): a
+# provider's packing function writes an item's arrays (address, then shape) and scalars
+# here, its serving loop reads them back (providers/cpu/nn/native.py)
+INT_SLOTS, FLOAT_SLOTS = 64, 8
+_INT_SLOTS, _FLOAT_SLOTS = INT_SLOTS, FLOAT_SLOTS
 
 
 def _serve(ctl, w, done, spins, yield_fn):
@@ -182,8 +190,10 @@ class HotPool:
         self.cv = threading.Condition()
         self.posted = False                   # an item posted since the last park()
         self.busy = threading.Lock()          # one caller at a time
+        self.closed = False
         if _NATIVE:
             self.install_native(*_NATIVE[0])
+        _LIVE.add(self)
         for w in range(workers):
             threading.Thread(target=self._work, args=(w,), daemon=True,
                              name=f"onnxrt-hot-{w}").start()
@@ -196,12 +206,12 @@ class HotPool:
         self.native = True
 
     def _work(self, w: int) -> None:
-        from onnxrt.execute import intra
+        from onnxrt.framework import parallel
 
-        intra.mark_worker()
+        parallel.mark_worker()
         ctl = self.ctl
         done = 0
-        while True:
+        while not self.closed:
             try:
                 serve, extra = self.server
                 v = int(serve(ctl, w, done, _SPINS, self.yield_fn, *extra))
@@ -222,7 +232,7 @@ class HotPool:
                 continue                # a native item: the serving loop runs it
             with self.cv:               # park until something is posted
                 ctl[w, _PARKED] = 1
-                while ctl[w, _POSTED] == done:
+                while ctl[w, _POSTED] == done and not self.closed:
                     self.cv.wait()
                 ctl[w, _PARKED] = 0
 
@@ -306,9 +316,17 @@ class HotPool:
             self.posted = False
             self.ctl[:, _PARK] = 1
 
+    def close(self) -> None:
+        """End the workers (the session that owns the pool is gone): they return from their
+        loop at the next poll or wake-up."""
+        self.closed = True
+        self.ctl[:, _PARK] = 1
+        with self.cv:
+            self.cv.notify_all()
 
-_POOL: list[HotPool | None] = []
+
 _NATIVE: list[tuple[Callable, tuple]] = []
+_LIVE: "weakref.WeakSet[HotPool]" = weakref.WeakSet()
 
 
 def install_native(serve: Callable, extra: tuple) -> bool:
@@ -325,34 +343,20 @@ def install_native(serve: Callable, extra: tuple) -> bool:
           np.zeros(_FLOAT_SLOTS, np.float64), *extra)
     with _LOCK:
         _NATIVE[:] = [(serve, extra)]
-        if _POOL and _POOL[0] is not None:
-            _POOL[0].install_native(serve, extra)
+        for pool in list(_LIVE):
+            pool.install_native(serve, extra)
     return True
 
 
-def get(workers: int) -> HotPool | None:
-    """The process-wide hot pool (``workers`` threads, made on first use), or None where
-    the compiled spin loops are not available (or not compiled yet: execute/warmup.py)."""
-    if not _POOL:
-        if not warmup.ready():
-            return None
-        fns = _compiled()
-        with _LOCK:
-            if not _POOL:
-                _POOL.append(HotPool(workers, fns) if fns is not None and workers > 0
-                             else None)
-    return _POOL[0]
+def make(workers: int) -> HotPool | None:
+    """A new hot pool of ``workers`` threads, or None where the compiled spin loops are not
+    available (numba missing, no sched_yield) or not compiled yet (framework/warmup.py)."""
+    if workers < 1 or not warmup.ready():
+        return None
+    fns = _compiled()
+    return HotPool(workers, fns) if fns is not None else None
 
 
-def park() -> None:
-    if _POOL and _POOL[0] is not None:
-        _POOL[0].park()
-
-
-def _forget() -> None:
-    """In a forked child: the parent's workers do not exist there; make new ones on use."""
-    _POOL.clear()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget)
+def pending() -> bool:
+    """The spin loops are not usable yet but may be soon (the background compile runs)."""
+    return warmup.status() in ("compiling", "cold")

@@ -2,7 +2,7 @@
 the process that needs them runs the NumPy paths.
 
 numba compiles the CPU provider's kernels (providers/cpu/nn/jit.py and the modules that
-call ``jit.compile_once``, the hot pool's spin loops) and caches them on disk; a process
+call ``jit.compile_once``, the hot pool's spin loops, framework/hotpool.py) and caches them on disk; a process
 that finds them cached loads them in a fraction of a second, but the first one on a
 machine used to spend ~15 s (47 s on a loaded machine) inside its first session, printing
 nothing, against ~0.2 s for onnxruntime. Now, when no marker says the cache is filled for
