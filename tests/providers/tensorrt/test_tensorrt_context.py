@@ -180,3 +180,21 @@ def test_compiled_model_can_be_compiled_again(tmp_path):
     assert be.builds == []
     assert [c.blob() for c in contexts(str(out))] == [c.blob() for c in contexts(path)]
 
+
+
+def test_compatibility_string_is_judged_like_the_engines(tmp_path):
+    from onnxrt.providers.tensorrt.context import judge_compatibility
+
+    path, _ = write_compiled(tmp_path, cycle_model(), embed=True)
+    meta = {p.key: p.value for p in onnx.load(path).metadata_props}
+    info = meta["ep_compatibility_info." + TRT]
+    assert json.loads(info) == {"tensorrt": "10.3.0", "gpu": "NVIDIA Fake H100",
+                                "compute_capability": "90"}
+    assert judge_compatibility(info, "10.3.0", [GpuInfo("NVIDIA Fake L40", (8, 9)), H100]) == 1
+    assert judge_compatibility(info, "10.4.0", [H100]) == 3
+    assert judge_compatibility(info, "10.3.0", [GpuInfo("NVIDIA Fake H100", (8, 9))]) == 3
+    assert judge_compatibility(info, "10.3.0", []) == 3
+    assert judge_compatibility("not json", "10.3.0", [H100]) == 3
+    if TensorrtExecutionProvider.unavailable_reason():
+        # without TensorRT no engine can load: unsupported, whatever the devices
+        assert TensorrtExecutionProvider.compiled_model_compatibility(info, []) == 3

@@ -24,7 +24,8 @@ from onnxrt.providers.tensorrt.options import TrtSettings
 if TYPE_CHECKING:
     from onnxrt.providers.tensorrt.provider import TensorrtExecutionProvider
 
-__all__ = ["ContextRunner", "export_blob", "import_blob", "hardware_name"]
+__all__ = ["ContextRunner", "export_blob", "import_blob", "hardware_name",
+           "compatibility_string", "judge_compatibility"]
 
 Shape = tuple[int, ...]
 Ranges = dict[str, tuple[Shape, Shape, Shape]]
@@ -32,6 +33,27 @@ Ranges = dict[str, tuple[Shape, Shape, Shape]]
 
 def hardware_name(gpu: GpuInfo) -> str:
     return f"{gpu.name} (sm{gpu.sm})"
+
+
+def compatibility_string(version: str, gpu: GpuInfo) -> str:
+    """What a compiled model records for this provider (``ep_compatibility_info.*``)."""
+    return json.dumps({"tensorrt": version, "gpu": gpu.name, "compute_capability": gpu.sm},
+                      sort_keys=True)
+
+
+def judge_compatibility(info: str, version: str, gpus: Sequence[GpuInfo]) -> int:
+    """An OrtCompiledModelCompatibility for a compatibility string, given this TensorRT's
+    version and the GPUs in question: SUPPORTED_OPTIMAL (1) when the version matches and
+    one GPU has the name and compute capability the engines were built for, else
+    UNSUPPORTED (3), as the provider refuses such engines."""
+    try:
+        d = json.loads(info)
+        want = (d["tensorrt"], d["gpu"], d["compute_capability"])
+    except (ValueError, KeyError, TypeError):
+        return 3
+    if want[0] != version:
+        return 3
+    return 1 if any((g.name, g.sm) == want[1:] for g in gpus) else 3
 
 
 def _precision(s: TrtSettings) -> str:
@@ -98,10 +120,8 @@ def export_blob(ep: TensorrtExecutionProvider, compiled: Any) -> ContextBlob | N
              "dla_core": _dla(s), "inputs": list(compiled.inputs),
              "outputs": list(compiled.outputs), "output_types": list(compiled.out_types),
              "profiles": _profiles_doc(compiled.explicit)}
-    compat = json.dumps({"tensorrt": ep.trt_version, "gpu": gpu.name,
-                         "compute_capability": gpu.sm}, sort_keys=True)
     return ContextBlob(data=data, sdk_version=ep.trt_version, hardware=hardware_name(gpu),
-                       notes=notes, compatibility=compat)
+                       notes=notes, compatibility=compatibility_string(ep.trt_version, gpu))
 
 
 def import_blob(ctx: EPContext, fused: Any, ep: TensorrtExecutionProvider) -> ContextRunner:

@@ -139,6 +139,19 @@ class TensorrtExecutionProvider(ExecutionProvider):
         self.count("loaded_contexts")
         return fn
 
+    @classmethod
+    def compiled_model_compatibility(cls, info: str, devices: Sequence[OrtHardwareDevice]
+                                     ) -> int:
+        from onnxrt.providers.tensorrt.context import judge_compatibility
+
+        if cls.unavailable_reason():
+            return 3        # EP_UNSUPPORTED: no TensorRT here to load the engines
+        from onnxrt.providers.tensorrt.runtime import TensorRTBackend
+
+        backend = TensorRTBackend()
+        gpus = [backend.gpu(int(s.options["device_id"])) for s in cls.supported_devices(devices)]
+        return judge_compatibility(info, backend.version(), gpus)
+
     # -- devices and statistics ------------------------------------------------------------
     def data_transfer(self) -> DataTransfer | None:
         return self.backend.data_transfer(self.device.id)
