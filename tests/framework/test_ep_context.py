@@ -378,3 +378,47 @@ def test_external_initializers_file_and_callback(tmp_path):
     assert {e.key: e.value for e in big.external_data}["location"] == "cb.bin"
     np.testing.assert_allclose(ort.InferenceSession(out2).run(None, {"x": x})[0], want,
                                rtol=1e-5)
+
+
+def test_binary_information_places_blob_files_of_a_model_compiled_to_bytes(model_path,
+                                                                           tmp_path):
+    """onnxruntime's SetEpContextBinaryInformation: the blob files of a model compiled to
+    memory go into the given folder, named after the given model; a session loads them."""
+    blobs = tmp_path / "blobs"
+    blobs.mkdir()
+    c = ort.ModelCompiler(opts(BlobEP), model_path)
+    c.set_ep_context_binary_information(str(blobs), "net.onnx")
+    data = c.compile_to_bytes()
+    files = sorted(os.listdir(blobs))
+    assert len(files) == 2 and all(f.startswith("net_") and f.endswith(".bin") for f in files)
+    names = sorted(h.get_attribute_value(a).decode()
+                   for n in onnx.load_from_string(data).graph.node if n.op_type == "EPContext"
+                   for a in n.attribute if a.name == "ep_cache_context")
+    assert names == files
+    pieces = []
+    c.compile_to_stream(pieces.append)
+    assert b"".join(pieces) == data
+    so = ort.SessionOptions()
+    so.add_session_config_entry("ep.context_file_path", str(blobs / "net_ctx.onnx"))
+    ep = BlobEP()
+    s = ort.InferenceSession(data, so, providers=[ep, CPU])
+    assert ep.compiles == 0 and ep.loads == 2
+    x = rand(2, 3)
+    np.testing.assert_allclose(s.run(None, {"x": x})[0], expected(x), rtol=1e-5)
+    with pytest.raises(ort.InvalidArgument, match="output_directory .* not an existing"):
+        c.set_ep_context_binary_information(str(tmp_path / "nowhere"), "net.onnx")
+    with pytest.raises(ort.InvalidArgument, match="model_name"):
+        c.set_ep_context_binary_information(str(blobs), "")
+
+
+@pytest.mark.parametrize("key", ["ep.share_ep_contexts", "ep.stop_share_ep_contexts"])
+def test_sharing_ep_contexts_is_refused_not_ignored(model_path, tmp_path, key):
+    so = opts(BlobEP)
+    so.add_session_config_entry(key, "1")
+    with pytest.raises(ort.InvalidArgument, match=f"{key}='1' is not supported"):
+        ort.ModelCompiler(so, model_path, embed_compiled_data_into_model=True
+                          ).compile_to_bytes()
+    with pytest.raises(ort.InvalidArgument, match=key):
+        ort.InferenceSession(model_path, so, providers=[BlobEP(), CPU])
+    so.add_session_config_entry(key, "0")      # the default value is accepted
+    ort.InferenceSession(model_path, so, providers=[BlobEP(), CPU])

@@ -80,6 +80,9 @@ class ModelCompiler:
         self._flags = OrtCompileApiFlags(int(flags))
         self._level = GraphOptimizationLevel(int(graph_optimization_level))
         self._init_func = get_initializer_location_func
+        # set_ep_context_binary_information: (folder, file stem) of the blob files of a
+        # model compiled to bytes or a stream
+        self._binary_info: tuple[str, str] | None = None
 
     # -- compiling ---------------------------------------------------------------------
     def _compile(self, out_path: str | None) -> CompiledModel:
@@ -87,17 +90,22 @@ class ModelCompiler:
 
         if self._path is not None and not os.path.isfile(self._path):
             raise InvalidArgument(f"Input model path does not exist: {self._path!r}")
-        if not self._embed and out_path is None:
+        if not self._embed and out_path is None and self._binary_info is None:
             raise InvalidArgument("a compiled model kept in memory must embed its compiled "
-                                  "data (embed_compiled_data_into_model=True): there is no "
-                                  "folder to write the blob files to")
+                                  "data (embed_compiled_data_into_model=True), or say where "
+                                  "its blob files go (set_ep_context_binary_information)")
         so = copy.copy(self._options)
         so._config = {k: v for k, v in self._options._config.items()
                       if k not in _NOT_WHILE_COMPILING}
         so.graph_optimization_level = self._level
         so.optimized_model_filepath = ""
         sess = InferenceSession(self._path if self._path is not None else self._bytes, so)
-        stem = os.path.splitext(os.path.basename(out_path))[0] if out_path else "model"
+        if out_path:
+            stem = os.path.splitext(os.path.basename(out_path))[0]
+        elif self._binary_info is not None:
+            stem = self._binary_info[1]
+        else:
+            stem = "model"
         out = write_compiled(sess._graph, embed=self._embed, model_stem=stem)
         if self._flags & OrtCompileApiFlags.ERROR_IF_NO_NODES_COMPILED and not out.contexts:
             raise Fail(f"Unable to compile any nodes: no provider of the session "
@@ -138,14 +146,25 @@ class ModelCompiler:
                 f.write(data)
         _write(out.model.SerializeToString(), path)
 
+    def _in_memory(self) -> bytes:
+        """The model compiled for bytes or a stream; its blob files, when not embedded,
+        written where set_ep_context_binary_information says."""
+        out = self._compile(None)
+        if out.files:
+            assert self._binary_info is not None
+            for name, data in out.files.items():
+                _write(data, os.path.join(self._binary_info[0], name))
+        return out.model.SerializeToString()
+
     def compile_to_bytes(self) -> bytes:
-        """Compile and return the serialized model (compiled data embedded)."""
-        return self._compile(None).model.SerializeToString()
+        """Compile and return the serialized model (compiled data embedded, or in files
+        named by set_ep_context_binary_information)."""
+        return self._in_memory()
 
     def compile_to_stream(self, write_function: Callable[[bytes], Any]) -> None:
         """Compile and hand the serialized model to ``write_function`` in pieces; an
         exception it raises comes back as Fail."""
-        data = self._compile(None).model.SerializeToString()
+        data = self._in_memory()
         view = memoryview(data)
         step = 1 << 20
         for i in range(0, len(data), step):
@@ -156,11 +175,26 @@ class ModelCompiler:
                            f"{type(e).__name__}: {e}") from e
 
     def set_ep_context_binary_information(self, output_directory: str | os.PathLike[str],
-                                          model_name: str) -> None:
-        from onnxrt.errors import NotImplemented as NI
-
-        raise NI("set_ep_context_binary_information is not supported: onnxrt writes blob "
-                 "files beside the compiled model")
+                                          model_name: str | os.PathLike[str]) -> None:
+        """Where the blob files of a model compiled to bytes or a stream go (onnxruntime's
+        ModelCompilationOptions_SetEpContextBinaryInformation): into ``output_directory``,
+        named ``<model_name stem>_<node>.bin``. The compiled model names them relative to
+        that folder, so a session loads it from a file there, or from bytes with
+        ``ep.context_file_path`` in that folder. ``compile_to_file`` writes its blob files
+        beside the output model whatever this says, as onnxruntime does."""
+        for what, v in (("output_directory", output_directory), ("model_name", model_name)):
+            if not isinstance(v, (str, os.PathLike)) or not os.fspath(v):
+                raise InvalidArgument(f"set_ep_context_binary_information: {what} must be a "
+                                      f"non-empty path, got {v!r}")
+        folder = os.fspath(output_directory)
+        if not os.path.isdir(folder):
+            raise InvalidArgument(f"set_ep_context_binary_information: output_directory "
+                                  f"{folder!r} is not an existing folder")
+        stem = os.path.splitext(os.path.basename(os.fspath(model_name)))[0]
+        if not stem:
+            raise InvalidArgument(f"set_ep_context_binary_information: model_name "
+                                  f"{os.fspath(model_name)!r} has no file name")
+        self._binary_info = (os.path.abspath(folder), stem)
 
 
 def _write(data: bytes, path: str) -> None:

@@ -2,7 +2,8 @@
 ``ep.context_enable`` (write the compiled model after building), ``ep.context_file_path``
 (where; for a model given as bytes also where its blob files are read from),
 ``ep.context_embed_mode`` (1: blobs inside the nodes; 0, the default: files beside the
-model), ``session.disable_model_compile`` (a group that needs compiling is an error)."""
+model), ``session.disable_model_compile`` (a group that needs compiling is an error).
+``ep.share_ep_contexts`` / ``ep.stop_share_ep_contexts`` other than "0" are refused."""
 
 from __future__ import annotations
 
@@ -16,7 +17,20 @@ from onnxrt.partition.ep_context import ContextLoad
 __all__ = ["context_load", "dump_context_model"]
 
 
+# onnxruntime's entries for sharing one EP context (and its weights) between the sessions
+# of a model group (QNN's weight sharing); no onnxrt provider shares compiled state between
+# sessions, so "1" is refused rather than silently doing nothing
+_SHARING = ("ep.share_ep_contexts", "ep.stop_share_ep_contexts")
+
+
 def context_load(cfg: dict[str, str], model_path: str | None) -> ContextLoad:
+    for key in _SHARING:
+        value = cfg.get(key, "0")
+        if value != "0":
+            raise InvalidArgument(
+                f"session config entry {key}={value!r} is not supported: no onnxrt provider "
+                f"shares compiled EP contexts or weights between sessions (each session "
+                f"compiles or loads its own EPContext nodes); leave it unset or \"0\"")
     if model_path is not None:
         base: str | None = os.path.dirname(os.path.abspath(model_path))
     elif cfg.get("ep.context_file_path"):

@@ -1,7 +1,9 @@
 """A stand-in for TensorRT: a parser that supports a chosen set of ops, a "builder" that
-records what it was asked and packs the ONNX model as the engine, and engines that run on
-a simulated device through onnxrt's CPU provider. Everything above the backend (claims,
-grouping, options, profiles, cache keys and files) runs for real."""
+records what it was asked and packs the ONNX model as the engine (serialized back as the
+same bytes, as TensorRT's ``ICudaEngine.serialize`` gives what ``deserialize_cuda_engine``
+takes), and engines that run on a simulated device through onnxrt's CPU provider.
+Everything above the backend (claims, grouping, options, profiles, cache keys and files,
+EPContext export and load) runs for real."""
 
 from __future__ import annotations
 
@@ -42,8 +44,10 @@ class FakeTransfer(ort.DataTransfer):
 
 
 class FakeEngine(Engine):
-    def __init__(self, backend, model_bytes, inputs, outputs):
+    def __init__(self, backend, data, inputs, outputs):
         self.backend = backend
+        self.data = data
+        model_bytes = data[len(MAGIC):]
         self.sess = ort.InferenceSession(model_bytes, providers=["CPUExecutionProvider"])
         self.inputs = list(inputs)
         self.outputs = list(outputs)
@@ -75,6 +79,7 @@ class FakeBackend(Backend):
         self.queries: list[list[str]] = []
         self.builds = []
         self.loads = 0
+        self.serialized = 0
         self.runs = []
         self.active = 0
         self.max_active = 0
@@ -129,7 +134,13 @@ class FakeBackend(Backend):
         if not engine.startswith(MAGIC):
             raise RuntimeError("not an engine")
         self.loads += 1
-        return FakeEngine(self, engine[len(MAGIC):], inputs, outputs)
+        return FakeEngine(self, bytes(engine), inputs, outputs)
+
+    def serialize(self, engine):
+        assert isinstance(engine, FakeEngine) and engine.backend is self, \
+            "serialize got an engine of another backend"
+        self.serialized += 1
+        return engine.data
 
     def data_transfer(self, device_id):
         return FakeTransfer()

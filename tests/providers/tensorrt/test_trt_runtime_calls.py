@@ -146,3 +146,24 @@ def test_build_reports_parser_errors(backend):
     be = backend(mode="parse-fails")
     with pytest.raises(RuntimeError, match="node 2: unsupported"):
         be.build(BuildRequest(model=_model_bytes(), name="g"))
+
+
+def test_engine_round_trip_uses_serialize_and_deserialize_cuda_engine(backend):
+    """A compiled model's blob comes from ICudaEngine.serialize and goes back through
+    IRuntime.deserialize_cuda_engine, the calls TensorRT documents for engine files."""
+    be = backend()
+    trt, torch = be.trt, be.torch
+    for name in ("float32", "float16", "int8", "int32", "bool"):
+        setattr(trt, name, f"trt.{name}")
+        setattr(torch, name, f"torch.{name}")
+    torch.device = lambda kind, i: (kind, i)
+    trt.Runtime = mock.Mock()
+    cuda_engine = trt.Runtime.return_value.deserialize_cuda_engine.return_value
+    cuda_engine.get_tensor_dtype.return_value = "trt.float32"
+    cuda_engine.serialize.return_value = bytearray(b"PLAN")
+    engine = be.load(b"PLAN", 0, ["x"], ["y"], [T.FLOAT])
+    trt.Runtime.return_value.deserialize_cuda_engine.assert_called_once_with(b"PLAN")
+    assert be.serialize(engine) == b"PLAN"
+    cuda_engine.serialize.assert_called_once_with()
+    with pytest.raises(TypeError, match="not an engine of this backend"):
+        be.serialize(object())

@@ -81,6 +81,11 @@ class Backend:
         """A serialized engine, and the updated timing cache when one was given."""
         raise NotImplementedError
 
+    def serialize(self, engine: Engine) -> bytes:
+        """The serialized form of a loaded engine (what ``load`` takes back), for a compiled
+        model's EPContext node."""
+        raise NotImplementedError
+
     def load(self, engine: bytes, device_id: int, inputs: Sequence[str],
              outputs: Sequence[str], output_types: Sequence[int]) -> Engine:
         """Deserialize an engine; ``output_types`` are the ONNX element types the model

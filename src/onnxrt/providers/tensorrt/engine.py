@@ -31,7 +31,8 @@ from onnxrt.providers.tensorrt.partition import lowest_ir_version
 if TYPE_CHECKING:
     from onnxrt.providers.tensorrt.provider import TensorrtExecutionProvider
 
-__all__ = ["cache_key", "EngineCache", "CompiledSubgraph", "timing_cache_file"]
+__all__ = ["cache_key", "EngineCache", "CompiledSubgraph", "timing_cache_file",
+           "profile_index"]
 
 _LOG = logging.getLogger("onnxrt.tensorrt")
 # trt_force_sequential_engine_build: one build at a time in the whole process
@@ -258,15 +259,14 @@ class CompiledSubgraph:
         return True
 
     def _profile_index(self, shapes: list[Shape]) -> int:
-        if not self.explicit:
-            return 0
-        for k, prof in enumerate(self.explicit):
-            if all(_within(prof[n], shapes[self.inputs.index(n)]) for n in prof):
-                return k
-        got = {n: shapes[self.inputs.index(n)] for n in self.explicit[0]}
-        ranges = [{n: f"{lo}..{hi}" for n, (lo, _, hi) in p.items()} for p in self.explicit]
-        raise ValueError(f"input shapes {got} fit none of the TensorRT optimization profiles "
-                         f"given by trt_profile_min_shapes/trt_profile_max_shapes: {ranges}")
+        return profile_index(self.explicit, self.inputs, shapes)
+
+    def static_engine(self) -> Engine | None:
+        """The one engine this subgraph runs with, built at session creation; None when
+        engines are built at run time (dynamic dims without profiles, unknown ranks)."""
+        if self.per_shape or self.implicit or self._state is None:
+            return None
+        return self._state[0]
 
     # -- running ----------------------------------------------------------------------------
     def __call__(self, *args: Any) -> list[Any]:
@@ -384,6 +384,20 @@ class CompiledSubgraph:
         path = os.path.join(folder, f"{safe}.onnx")
         _atomic_write(path, data)
         _LOG.info("TensorRT: subgraph %s written to %s", self.name, path)
+
+
+def profile_index(explicit: Sequence[Ranges], inputs: Sequence[str], shapes: Sequence[Shape]
+                  ) -> int:
+    """The optimization profile (from ``trt_profile_*_shapes``) the input shapes fit."""
+    if not explicit:
+        return 0
+    for k, prof in enumerate(explicit):
+        if all(_within(prof[n], shapes[inputs.index(n)]) for n in prof):
+            return k
+    got = {n: shapes[inputs.index(n)] for n in explicit[0]}
+    ranges = [{n: f"{lo}..{hi}" for n, (lo, _, hi) in p.items()} for p in explicit]
+    raise ValueError(f"input shapes {got} fit none of the TensorRT optimization profiles "
+                     f"given by trt_profile_min_shapes/trt_profile_max_shapes: {ranges}")
 
 
 def _within(rng: tuple[Shape, Shape, Shape], shape: Shape) -> bool:

@@ -85,7 +85,8 @@ class TensorrtExecutionProvider(ExecutionProvider):
                 raise InvalidArgument(f"TensorrtExecutionProvider: trt_dla_core {s.dla_core} "
                                       f"does not exist; {self.gpu.name} has "
                                       f"{self.gpu.dla_cores} DLA core(s)")
-        self._counts = {"engines_built": 0, "engine_cache_hits": 0}
+        # loaded_contexts: EPContext nodes whose engine was deserialized instead of built
+        self._counts = {"engines_built": 0, "engine_cache_hits": 0, "loaded_contexts": 0}
         self._count_lock = threading.Lock()
         self.value_types: dict[str, Any] = {}
 
@@ -124,6 +125,32 @@ class TensorrtExecutionProvider(ExecutionProvider):
         from onnxrt.providers.tensorrt.engine import CompiledSubgraph
 
         return CompiledSubgraph(self, fused)
+
+    # -- compiled models (EPContext nodes; context.py) -------------------------------------
+    def export_context(self, fused: Any, compiled: Any) -> Any:
+        from onnxrt.providers.tensorrt.context import export_blob
+
+        return export_blob(self, compiled)
+
+    def load_context(self, ctx: Any, fused: Any) -> Callable[..., Any]:
+        from onnxrt.providers.tensorrt.context import import_blob
+
+        fn = import_blob(ctx, fused, self)
+        self.count("loaded_contexts")
+        return fn
+
+    @classmethod
+    def compiled_model_compatibility(cls, info: str, devices: Sequence[OrtHardwareDevice]
+                                     ) -> int:
+        from onnxrt.providers.tensorrt.context import judge_compatibility
+
+        if cls.unavailable_reason():
+            return 3        # EP_UNSUPPORTED: no TensorRT here to load the engines
+        from onnxrt.providers.tensorrt.runtime import TensorRTBackend
+
+        backend = TensorRTBackend()
+        gpus = [backend.gpu(int(s.options["device_id"])) for s in cls.supported_devices(devices)]
+        return judge_compatibility(info, backend.version(), gpus)
 
     # -- devices and statistics ------------------------------------------------------------
     def data_transfer(self) -> DataTransfer | None:

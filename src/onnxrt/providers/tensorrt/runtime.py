@@ -200,6 +200,15 @@ class TensorRTBackend(Backend):
              outputs: Sequence[str], output_types: Sequence[int]) -> Engine:
         return _TorchEngine(self, engine, device_id, inputs, outputs, output_types)
 
+    def serialize(self, engine: Engine) -> bytes:
+        if not isinstance(engine, _TorchEngine):
+            raise TypeError(f"not an engine of this backend: {type(engine).__name__}")
+        with self.torch.cuda.device(engine.device):
+            host = engine.engine.serialize()      # ICudaEngine.serialize -> IHostMemory
+        if host is None:
+            raise RuntimeError("TensorRT could not serialize the engine")
+        return bytes(memoryview(host))
+
     def data_transfer(self, device_id: int) -> DataTransfer:
         return TorchCudaTransfer()
 
