@@ -158,18 +158,25 @@ def _gelu(node: Any, graph: Any) -> str:
         "an unknown approximate value"
 
 
+def _covers(big: list[Any], small: list[Any]) -> bool:
+    """Whether ``small`` broadcasts to ``big`` without growing it (dims equal or 1)."""
+    if len(small) > len(big):
+        return False
+    return all(d == 1 or d == b for d, b in zip(small[::-1], big[::-1]))
+
+
 def _binary(node: Any, graph: Any) -> str:
     if len(node.inputs) != 2:
         return "not exactly two inputs"
-    shapes = [vi.shape for vi in node.input_info] + [node.output_info[0].shape]
-    if any(s is None for s in shapes):
-        return "an input or output of unknown rank"
-    out = shapes[2]
-    if node.op_type in ("Sub", "Div") and list(shapes[0]) != list(out):
+    a, b = (vi.shape for vi in node.input_info)
+    if a is None or b is None:
+        return "an input of unknown rank"
+    a, b = list(a), list(b)
+    if _covers(a, b):
+        return ""
+    if node.op_type in ("Sub", "Div"):
         return "its first input broadcasts (oneDNN broadcasts only the second)"
-    if list(shapes[0]) != list(out) and list(shapes[1]) != list(out):
-        return "both inputs broadcast"
-    return ""
+    return "" if _covers(b, a) else "both inputs broadcast"
 
 
 _CHECKS = {"Conv": _conv, "MatMul": _matmul, "Gemm": _gemm,
