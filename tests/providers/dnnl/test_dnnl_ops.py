@@ -180,6 +180,25 @@ def test_binary_same_shape_and_broadcast(op):
     check(m, {"X": rand(2, 4, 3, 5), "Z": rand(2, 4, 3, 5, lo=0.5, hi=1.5)})
 
 
+@pytest.mark.parametrize("shared", [False, True])
+def test_per_channel_mul_add_relu_as_one_affine(shared):
+    """Mul and Add by per-channel constants, then Relu (BN written out, as in densenet):
+    one normalization primitive; with ``shared`` the Mul's result is read twice, so the
+    chain must stop there."""
+    nodes = [helper.make_node("Conv", ["X", "W", "B"], ["c"]),
+             helper.make_node("Mul", ["c", "s"], ["m"]),
+             helper.make_node("Add", ["b", "m"], ["a"]),
+             helper.make_node("Relu", ["a"], ["Y"])]
+    outs = ["Y"]
+    if shared:
+        nodes.append(helper.make_node("Neg", ["m"], ["Z"]))
+        outs.append("Z")
+    m = model(nodes, [("X", [2, 3, 9, 9])], outs,
+              [("W", rand(16, 3, 3, 3)), ("B", rand(16)), ("s", rand(16, 1, 1)),
+               ("b", rand(1, 16, 1, 1))])
+    check(m, {"X": rand(2, 3, 9, 9)})
+
+
 def test_concat_of_blocked_branches():
     nodes = [helper.make_node("Conv", ["X", "W1", "B1"], ["a"]),
              helper.make_node("Conv", ["X", "W2", "B2"], ["b"]),

@@ -40,7 +40,8 @@ LRN_ACROSS = 0xAFF
 BINARY = {name: 0x1FFF0 + i for i, name in enumerate(
     ["add", "mul", "max", "min", "div", "sub"])}
 SOFTMAX_ACCURATE, SOFTMAX_LOG = 0x30000, 0x30001
-USE_GLOBAL_STATS, USE_SCALE, USE_SHIFT = 0x1, 0x2, 0x4
+USE_GLOBAL_STATS, USE_SCALE, USE_SHIFT, FUSE_NORM_RELU = 0x1, 0x2, 0x4, 0x8
+Q_IMPL_INFO_STR = 8
 Q_SRC_MD, Q_WEIGHTS_MD, Q_DST_MD, Q_WORKSPACE_MD, Q_EXEC_ARG_MD = 129, 131, 133, 135, 255
 ARG_SRC, ARG_SRC_1, ARG_DST, ARG_WEIGHTS, ARG_BIAS, ARG_WORKSPACE = 1, 2, 17, 33, 41, 64
 ARG_MEAN, ARG_VARIANCE, ARG_SCALE, ARG_SHIFT = 49, 50, 51, 52
@@ -205,6 +206,12 @@ class Dnnl:
         st = self._wait(self.stream)
         if st != 0:
             raise DnnlError("dnnl_stream_wait", st)
+
+    def impl(self, pd: Any) -> str:
+        """The name of the implementation oneDNN picked (``jit:avx2``, ``ref:any``...)."""
+        name = ctypes.c_char_p()
+        st = self.lib.dnnl_primitive_desc_query(pd, Q_IMPL_INFO_STR, 0, ctypes.byref(name))
+        return (name.value or b"").decode() if st == 0 else ""
 
     def reorder_pd(self, src_md: Any, dst_md: Any) -> Any:
         pd = ctypes.c_void_p()

@@ -281,12 +281,17 @@ class Program:
         post, extra, out = self._post_ops(out)
         yshape = self.shape[out]
         attr = lib.attr(post)
-        pd = ctypes.c_void_p()
         bmd = lib.md_strided(b.shape)
-        lib.call("dnnl_convolution_forward_primitive_desc_create", ctypes.byref(pd),
-                 lib.engine, L.FORWARD_INFERENCE, L.CONV_DIRECT, lib.md_any(x.shape),
-                 lib.md_any(wshape), bmd, lib.md_any(yshape), L.dims(strides),
-                 L.dims([d - 1 for d in dil]), L.dims(pl), L.dims(pr), attr)
+        for make in (lib.md_any, lib.md_strided):
+            pd = ctypes.c_void_p()
+            lib.call("dnnl_convolution_forward_primitive_desc_create", ctypes.byref(pd),
+                     lib.engine, L.FORWARD_INFERENCE, L.CONV_DIRECT, make(x.shape),
+                     lib.md_any(wshape), bmd, make(yshape), L.dims(strides),
+                     L.dims([d - 1 for d in dil]), L.dims(pl), L.dims(pr), attr)
+            # oneDNN falls back to its reference loops for layouts its kernels do not
+            # block (grouped convs with 34 channels a group): plain NCHW then runs as gemm
+            if not lib.impl(pd).startswith("ref"):
+                break
         src = self._as(x, lib.query_md(pd, L.Q_SRC_MD))
         wmem = self._weight(key, w.reshape(wshape), lib.query_md(pd, L.Q_WEIGHTS_MD))
         bmem = self._weight(key + "|bias", b, bmd)
@@ -398,10 +403,82 @@ class Program:
         self._step(pd, [(L.ARG_SRC, x.mem), (L.ARG_DST, dst)])
         self.vals[n.output[0]] = Val(dst, dmd, self.shape[n.output[0]])
 
+    def _channel_const(self, name: str, shape: tuple[int, ...]) -> np.ndarray | None:
+        """Constant ``name`` as a (C,) vector when it broadcasts over an N-C-spatial value
+        of ``shape`` along C only; else None."""
+        c = self.consts.get(name)
+        if c is None or len(shape) < 3 or c.ndim > len(shape):
+            return None
+        full = c.reshape((1,) * (len(shape) - c.ndim) + c.shape)
+        if full.shape[0] != 1 or full.shape[2:] != (1,) * (len(shape) - 2) or \
+                full.shape[1] not in (1, shape[1]):
+            return None
+        return np.broadcast_to(full.reshape(-1), (shape[1],)).astype(np.float32)
+
+    def _per_channel(self, n: onnx.NodeProto) -> tuple[Val, np.ndarray] | None:
+        """(the activation, its per-channel constant) for an Add or Mul of a value by a
+        constant that varies along channels only; else None."""
+        if n.op_type not in ("Add", "Mul") or len(n.input) != 2:
+            return None
+        for i in (0, 1):
+            v = self.vals.get(n.input[i])
+            c = self._channel_const(n.input[1 - i], v.shape) if v is not None else None
+            if c is not None:
+                return v, c
+        return None
+
+    def _next(self, value: str, op: str) -> onnx.NodeProto | None:
+        """The only consumer of ``value`` when it is an ``op`` and ``value`` is internal."""
+        users = self.consumers.get(value, [])
+        if value in self.outputs or len(users) != 1 or users[0].op_type != op:
+            return None
+        return users[0]
+
+    def _affine(self, n: onnx.NodeProto, x: Val, c: np.ndarray) -> None:
+        """``x * s + b`` per channel (a Mul, an Add, or a Mul then an Add), and a Relu
+        after it, as one batch-normalization primitive with zero mean and unit variance:
+        oneDNN's binary kernels fall back to reference loops for some per-channel
+        broadcasts over blocked layouts."""
+        lib = self.lib
+        scale = c if n.op_type == "Mul" else np.ones_like(c)
+        shift = c if n.op_type == "Add" else np.zeros_like(c)
+        out = n.output[0]
+        add = self._next(out, "Add") if n.op_type == "Mul" else None
+        if add is not None and len(add.input) == 2 and add.input[0] != add.input[1]:
+            other = add.input[1] if add.input[0] == out else add.input[0]
+            b = self._channel_const(other, x.shape)
+            if b is not None:
+                shift = b
+                self.done.add(id(add))
+                out = add.output[0]
+        flags = L.USE_GLOBAL_STATS | L.USE_SCALE | L.USE_SHIFT
+        relu = self._next(out, "Relu")
+        if relu is not None:
+            flags |= L.FUSE_NORM_RELU
+            self.done.add(id(relu))
+            out = relu.output[0]
+        pd = ctypes.c_void_p()
+        lib.call("dnnl_batch_normalization_forward_primitive_desc_create", ctypes.byref(pd),
+                 lib.engine, L.FORWARD_INFERENCE, x.md, x.md, ctypes.c_float(0.0), flags,
+                 None)
+        key = f"affine:{out}"
+        md = lib.md_strided(c.shape)
+        args = [(L.ARG_SRC, x.mem), (L.ARG_SCALE, self._weight(key + "|s", scale, md)),
+                (L.ARG_SHIFT, self._weight(key + "|b", shift, md)),
+                (L.ARG_MEAN, self._weight(key + "|m", np.zeros_like(c), md)),
+                (L.ARG_VARIANCE, self._weight(key + "|v", np.ones_like(c), md))]
+        dst, dmd = self._dst(pd)
+        self._step(pd, args + [(L.ARG_DST, dst)])
+        self.vals[out] = Val(dst, dmd, self.shape[out])
+
     def _op_binary(self, n: onnx.NodeProto, a: dict[str, Any]) -> None:
         lib = self.lib
         out = n.output[0]
         yshape = self.shape[out]
+        pc = self._per_channel(n)
+        if pc is not None:
+            self._affine(n, *pc)
+            return
         x0, x1 = self._in(n.input[0]), self._in(n.input[1])
         if x0.shape != yshape and n.op_type in _COMMUTATIVE:
             x0, x1 = x1, x0
@@ -411,9 +488,13 @@ class Program:
             x1 = self._reshaped(x1, (1,) * (len(yshape) - len(x1.shape)) + tuple(x1.shape))
         if x1.shape != yshape:
             x1 = self._plain(x1)   # a broadcast operand is read in plain layout
-        pd = ctypes.c_void_p()
-        lib.call("dnnl_binary_primitive_desc_create", ctypes.byref(pd), lib.engine,
-                 L.BINARY[_BINARY_ALG[n.op_type]], x0.md, x1.md, x0.md, None)
+        for attempt in (0, 1):
+            pd = ctypes.c_void_p()
+            lib.call("dnnl_binary_primitive_desc_create", ctypes.byref(pd), lib.engine,
+                     L.BINARY[_BINARY_ALG[n.op_type]], x0.md, x1.md, x0.md, None)
+            if attempt or x1.shape == yshape or not lib.impl(pd).startswith("ref"):
+                break
+            x0 = self._plain(x0)   # a broadcast over a blocked layout: plain runs jitted
         dst, dmd = self._dst(pd)
         self._step(pd, [(L.ARG_SRC, x0.mem), (L.ARG_SRC_1, x1.mem), (L.ARG_DST, dst)])
         self.vals[out] = Val(dst, dmd, yshape)
