@@ -226,11 +226,15 @@ class Program:
         self.vals[name] = Val(mem, md, self.shape[name])
 
     # -- post-op chains ----------------------------------------------------------------------
-    def _post_ops(self, out: str) -> tuple[list[tuple[Any, ...]], list[tuple[int, Any]], str]:
-        """Unary activations and same-shape adds/muls after ``out``, as post-ops: the
-        post-op list, the extra execution arguments, and the value the chain ends in."""
+    def _post_ops(self, out: str, binary: bool = True
+                  ) -> tuple[list[tuple[Any, ...]], list[tuple[int, Any]], str,
+                             list[onnx.NodeProto]]:
+        """Unary activations and (with ``binary``) same-shape adds/muls after ``out``, as
+        post-ops: the post-op list, the extra execution arguments, the value the chain
+        ends in and the nodes it takes (the caller marks them done)."""
         ops: list[tuple[Any, ...]] = []
         extra: list[tuple[int, Any]] = []
+        taken: list[onnx.NodeProto] = []
         while out not in self.outputs:
             users = self.consumers.get(out, [])
             if len(users) != 1:
@@ -239,7 +243,8 @@ class Program:
             if n.op_type in _UNARY:
                 alg, a, b = _unary(n, self.consts)
                 ops.append(("eltwise", alg, a, b))
-            elif n.op_type in ("Add", "Sum", "Mul") and len(n.input) == 2 and n.input[0] != n.input[1]:
+            elif binary and n.op_type in ("Add", "Sum", "Mul") and len(n.input) == 2 and \
+                    n.input[0] != n.input[1]:
                 other = n.input[1] if n.input[0] == out else n.input[0]
                 ov = self.vals.get(other)
                 if ov is None or ov.shape != self.shape.get(out):
@@ -248,9 +253,9 @@ class Program:
                 extra.append((L.ARG_POST_OP_SRC1(len(ops) - 1), ov.mem))
             else:
                 break
-            self.done.add(id(n))
+            taken.append(n)
             out = n.output[0]
-        return ops, extra, out
+        return ops, extra, out, taken
 
     # -- ops -------------------------------------------------------------------------------
     def _op_Conv(self, n: onnx.NodeProto, a: dict[str, Any]) -> None:
@@ -278,20 +283,29 @@ class Program:
         kern = list(w.shape[2:])
         pl, pr = _pads(a, x.shape[2:], kern, strides, dil)
         wshape = w.shape if g == 1 else (g, w.shape[0] // g) + w.shape[1:]
-        post, extra, out = self._post_ops(out)
-        yshape = self.shape[out]
-        attr = lib.attr(post)
-        bmd = lib.md_strided(b.shape)
-        for make in (lib.md_any, lib.md_strided):
+        first = None
+        # the chosen layouts and post-ops can land on oneDNN's reference loops (grouped
+        # convs of 34 channels a group, with an add post-op): try plain NCHW, then the
+        # chain without its adds, and keep the first jitted choice
+        for binary, make in ((True, lib.md_any), (True, lib.md_strided),
+                             (False, lib.md_any), (False, lib.md_strided)):
+            chain = self._post_ops(out, binary)
+            yshape = self.shape[chain[2]]
+            bmd = lib.md_strided(b.shape)
             pd = ctypes.c_void_p()
             lib.call("dnnl_convolution_forward_primitive_desc_create", ctypes.byref(pd),
                      lib.engine, L.FORWARD_INFERENCE, L.CONV_DIRECT, make(x.shape),
                      lib.md_any(wshape), bmd, make(yshape), L.dims(strides),
-                     L.dims([d - 1 for d in dil]), L.dims(pl), L.dims(pr), attr)
-            # oneDNN falls back to its reference loops for layouts its kernels do not
-            # block (grouped convs with 34 channels a group): plain NCHW then runs as gemm
+                     L.dims([d - 1 for d in dil]), L.dims(pl), L.dims(pr),
+                     lib.attr(chain[0]))
+            first = first or (pd, chain)
             if not lib.impl(pd).startswith("ref"):
                 break
+        else:
+            pd, chain = first
+        post, extra, out, taken = chain
+        self.done.update(id(t) for t in taken)
+        yshape = self.shape[out]
         src = self._as(x, lib.query_md(pd, L.Q_SRC_MD))
         wmem = self._weight(key, w.reshape(wshape), lib.query_md(pd, L.Q_WEIGHTS_MD))
         bmem = self._weight(key + "|bias", b, bmd)
@@ -488,6 +502,9 @@ class Program:
             x1 = self._reshaped(x1, (1,) * (len(yshape) - len(x1.shape)) + tuple(x1.shape))
         if x1.shape != yshape:
             x1 = self._plain(x1)   # a broadcast operand is read in plain layout
+        elif not lib.md_equal(x0.md, x1.md):
+            # two layouts send oneDNN to its reference loops: one jitted reorder is cheaper
+            x1 = Val(self._as(x1, x0.md), x0.md, x1.shape)
         for attempt in (0, 1):
             pd = ctypes.c_void_p()
             lib.call("dnnl_binary_primitive_desc_create", ctypes.byref(pd), lib.engine,
@@ -507,10 +524,16 @@ class Program:
         out = n.output[0]
         yshape = self.shape[out]
         axis = int(a["axis"]) % len(yshape)
-        mds = (ctypes.c_void_p * len(srcs))(*[s.md for s in srcs])
-        pd = ctypes.c_void_p()
-        lib.call("dnnl_concat_primitive_desc_create", ctypes.byref(pd), lib.engine,
-                 lib.md_any(yshape), len(srcs), axis, mds, None)
+        for attempt in (0, 1):
+            mds = (ctypes.c_void_p * len(srcs))(*[s.md for s in srcs])
+            pd = ctypes.c_void_p()
+            lib.call("dnnl_concat_primitive_desc_create", ctypes.byref(pd), lib.engine,
+                     lib.md_any(yshape), len(srcs), axis, mds, None)
+            if attempt or not lib.impl(pd).startswith("ref"):
+                break
+            # inputs in different layouts: oneDNN concatenates them with reference loops;
+            # in plain layout it is a strided copy
+            srcs = [self._plain(s) for s in srcs]
         dst, dmd = self._dst(pd)
         self._step(pd, [(L.ARG_MULTIPLE_SRC + i, s.mem) for i, s in enumerate(srcs)]
                    + [(L.ARG_DST, dst)])
@@ -547,7 +570,8 @@ class Program:
                 bias: np.ndarray | None, key: str) -> None:
         """``x @ w (+ bias)`` with matmul; ``w`` a constant (reordered once) or a value."""
         lib = self.lib
-        post, extra, out = self._post_ops(n.output[0])
+        post, extra, out, taken = self._post_ops(n.output[0])
+        self.done.update(id(t) for t in taken)
         yshape = self.shape[out]
         nd = len(yshape)
         xs = (1,) * (nd - len(x.shape)) + tuple(x.shape)
