@@ -4,12 +4,9 @@ matrix ops as chains of oneDNN primitives, with onnxruntime's provider name."""
 from __future__ import annotations
 
 import threading
-import warnings
 from typing import Any, Callable, ClassVar
 
-import numpy as np
-
-from onnxrt.errors import EPFail, InvalidArgument
+from onnxrt.errors import InvalidArgument
 from onnxrt.framework.grouping import group_nodes
 from onnxrt.framework.provider import ExecutionProvider, _truthy
 from onnxrt.providers.dnnl import library
