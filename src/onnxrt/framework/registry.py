@@ -26,6 +26,7 @@ _BUILTIN: dict[str, str] = {
     "ROCMExecutionProvider": "onnxrt.providers.torch:ROCMExecutionProvider",
     "TorchExecutionProvider": "onnxrt.providers.torch:TorchExecutionProvider",
     "OpenVINOExecutionProvider": "onnxrt.providers.openvino:OpenVINOExecutionProvider",
+    "DnnlExecutionProvider": "onnxrt.providers.dnnl:DnnlExecutionProvider",
     "AzureExecutionProvider": "onnxrt.providers.azure:AzureExecutionProvider",
     "TVMExecutionProvider": "onnxrt.providers.tvm:TVMExecutionProvider",
 }
