@@ -3,12 +3,15 @@
 engines at the same thread count (2 by default, onnxruntime's spinning off as in run.py).
 
     python benchmarks/quant_compare.py [--quick] [--only NAME,CATEGORY,...] [--runs N]
-                                       [--threads N] [--json OUT]
+                                       [--threads N] [--no-rss] [--json OUT]
 
 Per case: each engine's median, the ratio onnxrt / onnxruntime (for a stream case, one
-stream: an LLM's decode steps, its tokens/s printed too), session creation of each, the
-largest output difference; then the geometric mean of the ratios per category. Run it
-under the machine's CPU lock: timings of a loaded machine mean little."""
+stream: an LLM's decode steps, its tokens/s printed too), session creation of each (in this
+process, warm), the largest output difference; then, in a fresh child process per engine
+(memory.py, skipped with ``--no-rss``), the peak resident memory of creating the session and
+running it once (a stream case: creating it only) and the creation time there. Last, the
+geometric mean of the ratios per category. Run it under the machine's CPU lock: timings of
+a loaded machine mean little."""
 
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ import numpy as np  # noqa: E402
 import onnxruntime as ort_ref  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import memory  # noqa: E402
 import onnxrt as ort  # noqa: E402
 
 MODULES = ("cases_quantized", "cases_llm", "cases_matmul")
@@ -77,10 +81,11 @@ def _diff(a: list[Any], b: list[Any]) -> float:
     return err
 
 
-def bench(case: dict[str, Any], threads: int, runs: int) -> dict[str, Any]:
+def bench(case: dict[str, Any], threads: int, runs: int, rss: bool = True) -> dict[str, Any]:
     data = case["model"]() if callable(case["model"]) else case["model"]
     if "feeds" in case and callable(case["feeds"]):
         case = dict(case, feeds=case["feeds"]())
+    mem = memory.both(data, case.get("feeds"), threads) if rss else {}
     ours, t_ours, ref, t_ref = _sessions(data, threads)
     run_ours, run_ref = _runner(ours, case), _runner(ref, case)
     out_ours, out_ref = run_ours(), run_ref()      # warm-up, and the outputs compared
@@ -96,7 +101,7 @@ def bench(case: dict[str, Any], threads: int, runs: int) -> dict[str, Any]:
     ma, mb = statistics.median(a), statistics.median(b)
     res = {"name": case["name"], "category": case["category"], "onnxrt_ms": ma * 1e3,
            "onnxruntime_ms": mb * 1e3, "ratio": ma / mb, "create_onnxrt_s": t_ours,
-           "create_onnxruntime_s": t_ref, "max_diff": _diff(out_ours, out_ref)}
+           "create_onnxruntime_s": t_ref, "max_diff": _diff(out_ours, out_ref), **mem}
     if "tokens" in case:
         res["onnxrt_tok_s"] = case["tokens"] / ma
         res["onnxruntime_tok_s"] = case["tokens"] / mb
@@ -123,31 +128,42 @@ def main() -> None:
     p.add_argument("--only", default="")
     p.add_argument("--runs", type=int, default=10)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--no-rss", action="store_true",
+                   help="skip the peak-RSS and creation children")
     p.add_argument("--json", default="")
     args = p.parse_args()
     only = {s for s in args.only.split(",") if s}
+    from onnxrt.execute import warmup
+    if not warmup.wait(1800):   # time the compiled kernels, as a user's later sessions do
+        print(f"compiled kernels unavailable ({warmup.status()}): the NumPy kernels run")
     results = []
     print(f"{'case':24} {'onnxrt ms':>10} {'ort ms':>9} {'ratio':>6} {'create':>13} "
-          f"{'max diff':>9}")
+          f"{'max diff':>9} {'peak RSS MB':>15} {'child create s':>15}")
     for case in collect(args.quick, only):
         try:
-            r = bench(case, args.threads, args.runs)
+            r = bench(case, args.threads, args.runs, not args.no_rss)
         except Exception as e:      # one broken case must not hide the others
             print(f"{case['name']:24} FAILED: {type(e).__name__}: {str(e)[:200]}")
             continue
         results.append(r)
         extra = ""
+        if "rss_onnxrt_mb" in r:
+            extra += (f" {r['rss_onnxrt_mb']:7.0f}/{r['rss_onnxruntime_mb']:<7.0f}"
+                      f" {r['create_child_onnxrt_s']:7.2f}/{r['create_child_onnxruntime_s']:<6.2f}")
         if "onnxrt_tok_s" in r:
-            extra = f"  tok/s {r['onnxrt_tok_s']:.1f} vs {r['onnxruntime_tok_s']:.1f}"
+            extra += f"  tok/s {r['onnxrt_tok_s']:.1f} vs {r['onnxruntime_tok_s']:.1f}"
         print(f"{r['name']:24} {r['onnxrt_ms']:10.2f} {r['onnxruntime_ms']:9.2f} "
               f"{r['ratio']:6.2f} {r['create_onnxrt_s']:6.2f}/{r['create_onnxruntime_s']:5.2f}s"
               f" {r['max_diff']:9.2g}{extra}", flush=True)
-    cats: dict[str, list[float]] = {}
-    for r in results:
-        cats.setdefault(r["category"], []).append(r["ratio"])
-    for cat, rs in cats.items():
-        g = math.exp(sum(math.log(x) for x in rs) / len(rs))
-        print(f"geomean {cat}: {g:.2f}x over {len(rs)} cases (max {max(rs):.2f}x)")
+    for key, what in (("ratio", "time"), ("rss_ratio", "peak RSS"),
+                      ("create_child_ratio", "creation (child)")):
+        cats: dict[str, list[float]] = {}
+        for r in results:
+            if key in r:
+                cats.setdefault(r["category"], []).append(r[key])
+        for cat, rs in cats.items():
+            g = math.exp(sum(math.log(x) for x in rs) / len(rs))
+            print(f"geomean {what} {cat}: {g:.2f}x over {len(rs)} cases (max {max(rs):.2f}x)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

@@ -352,6 +352,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                    help="add a column: onnxrt with the OpenVINO provider")
     p.add_argument("--no-compile", action="store_true",
                    help="skip the first-session measurement in child processes")
+    p.add_argument("--rss", action="store_true",
+                   help="per case, peak RSS and creation of each engine in a fresh child "
+                   "process (memory.py)")
     p.add_argument("--cases-dir", default=HERE, help="where the cases_*.py modules are")
     p.add_argument("--first-models", default="resnet50,mobilenet_hs,bert_layer",
                    help="models of the first-session measurement (first_session_models.py)")
@@ -392,7 +395,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if not _selected(case, only, skip):
             continue
         try:
-            r = bench(_resolve(case), args.threads, args.quick, args.openvino)
+            c = _resolve(case)
+            r = bench(c, args.threads, args.quick, args.openvino)
+            if args.rss:
+                import memory
+                r.update(memory.both(c["model"], c.get("feeds"), args.threads))
         except Exception as e:  # a case one engine cannot run is reported, not fatal
             msg = f"{type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''}"
             print(f"{case['name']:<24} {case['category']:<11} failed: {msg}", flush=True)
@@ -405,6 +412,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               f"{r['max_abs_diff']:>10.2e}"
               + (f" {r['openvino_ms']:>9.2f} {r['openvino_ratio']:>8.2f}"
                  if "openvino_ms" in r else ""), flush=True)
+        if "rss_ratio" in r:
+            print(f"{'':<24} peak RSS {r['rss_onnxrt_mb']:.0f} MB vs {r['rss_onnxruntime_mb']:.0f}"
+                  f" MB ({r['rss_ratio']:.2f}x); creation in a fresh process "
+                  f"{r['create_child_onnxrt_s']:.2f} s vs {r['create_child_onnxruntime_s']:.2f} s"
+                  f" ({r['create_child_ratio']:.2f}x)", flush=True)
     ok = [r for r in rows if "ratio" in r]
     cats: dict[str, list[float]] = {}
     for r in ok:

@@ -409,7 +409,10 @@ class Graph:
         out: dict[str, Any] = {}
         for name, t in self._init_protos.items():
             if name in self.overridable or (name in used and name not in self._prod):
-                out[name] = t
+                # an array a pass already read is handed on, not converted a second time
+                # (the session would hold every weight a pass looked at twice)
+                v = self.consts.get(name) if name not in self.overridable else None
+                out[name] = t if v is None else v
         for name, v in self.consts.items():
             if (name in used and name not in self._prod and name not in self._init_protos
                     and name not in self.input_names):
