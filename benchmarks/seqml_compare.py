@@ -132,6 +132,14 @@ def main() -> None:
     import cases_classic_ml
     import cases_sequence
 
+    from onnxrt.execute import warmup
+
+    # the kernels compile in the background on a new machine (or after an edit of the
+    # sources): time the compiled ones, not the NumPy fallbacks
+    if warmup.status() not in ("ready", "off"):
+        print("waiting for onnxrt's kernels to compile...", flush=True)
+    if not warmup.wait(1800):
+        print(f"compiled kernels unavailable ({warmup.status()}): the NumPy kernels run")
     only = [s.strip() for s in args.only.split(",") if s.strip()]
     rows: list[dict[str, Any]] = []
     print(f"{'case':<28} {'onnxrt ms':>10} {'ort ms':>9} {'ratio':>6} {'max|diff|':>9} "

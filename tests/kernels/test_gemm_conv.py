@@ -94,6 +94,7 @@ def test_dense_conv_matches_onnxruntime(xs, ws, attrs, spread, form, monkeypatch
     # the compiled conv even for the small 1x1 convs that take one matmul (conv._tiny_1x1)
     from onnxrt.providers.cpu.nn import conv as conv_mod
     monkeypatch.setattr(conv_mod, "_TINY_MACS", 0)
+    monkeypatch.setattr(conv_mod, "_TINY_COLS_MACS", 0)
     # the tap-by-tap products (stride 1, dense) for every channel count, or never
     monkeypatch.setattr(conv_jit, "_TAPS_MIN_C", 1 if form == "taps" else 1 << 30)
     monkeypatch.setattr(conv_jit, "_TAPS_MAX_M", 1 << 30)
@@ -126,6 +127,8 @@ def test_dense_conv_matches_onnxruntime(xs, ws, attrs, spread, form, monkeypatch
 def test_fused_conv_epilogue_with_z(act, params, threads, taps, monkeypatch):
     monkeypatch.setattr(conv_jit, "_GEMM_PAR_MIN", 0)
     monkeypatch.setattr(conv_jit, "_TAPS_MIN_C", 1 if taps else 1 << 30)
+    from onnxrt.providers.cpu.nn import conv as conv_mod
+    monkeypatch.setattr(conv_mod, "_TINY_COLS_MACS", 0)     # the compiled conv, small as it is
     xs, ws, attrs = (2, 6, 11, 12), (10, 6, 3, 3), {"pads": [1, 1, 1, 1]}
     rng = np.random.default_rng(3)
     x = rng.standard_normal(xs).astype(np.float32)
@@ -278,6 +281,7 @@ def test_one_image_splits_in_bands_or_channel_blocks(xs, ws, attrs, split, monke
     monkeypatch.setattr(conv_jit, "_TAPS_MIN_C", 64)
     from onnxrt.providers.cpu.nn import conv as conv_mod
     monkeypatch.setattr(conv_mod, "_TINY_MACS", 0)      # the compiled conv for 1x1 too
+    monkeypatch.setattr(conv_mod, "_TINY_COLS_MACS", 0)
     x = np.random.default_rng(10).standard_normal(xs).astype(np.float32)
     mb = _conv_model(xs, ws, attrs, act="Relu")
     y, conv = _ours(mb, {"x": x}, 2)
@@ -295,3 +299,49 @@ def test_one_image_splits_in_bands_or_channel_blocks(xs, ws, attrs, split, monke
     for i, r0, r1, m0, m1 in items:
         cover[i, r0:r1, m0:m1] += 1
     assert (cover == 1).all()
+
+
+TINY = [  # small dense convs: a streaming detector's over one chunk, and odd geometries
+    ((1, 1, 640), (258, 1, 256), {"strides": [128]}),                     # an STFT as a conv
+    ((1, 129, 4), (128, 129, 3), {"pads": [1, 1]}),
+    ((1, 128, 4), (64, 128, 3), {"pads": [1, 1], "strides": [2]}),
+    ((2, 6, 11), (5, 6, 3), {"pads": [2, 1], "dilations": [2]}),
+    ((1, 4, 9), (3, 4, 4), {"auto_pad": "SAME_UPPER", "strides": [2]}),
+    ((1, 4, 6, 7), (5, 4, 3, 2), {"pads": [1, 0, 2, 1], "strides": [2, 1]}),     # 2-D
+    ((2, 3, 5, 5), (4, 3, 3, 3), {"dilations": [2, 1]}),
+]
+
+
+@needs_numba
+@pytest.mark.parametrize("xs,ws,attrs", TINY)
+@pytest.mark.parametrize("epi", ["none", "bias", "relu", "z"])
+def test_tiny_dense_conv_matches_onnxruntime(xs, ws, attrs, epi, monkeypatch):
+    """Small convs take one gathered column block and one matmul (conv._tiny_cols), with
+    the bias, the residual and the activation after; the compiled kernels never run."""
+    from onnxrt.providers.cpu.nn import conv as conv_mod
+    calls = []
+    real = conv_mod.Conv._tiny_cols
+
+    def spy(self, *a):
+        y = real(self, *a)
+        calls.append(y is not None)
+        return y
+
+    monkeypatch.setattr(conv_mod.Conv, "_tiny_cols", spy)
+    x = np.random.default_rng(3).standard_normal(xs).astype(np.float32)
+    plain = _conv_model(xs, ws, attrs, bias=epi != "none")
+    want = _ort(plain, {"x": x})
+    feeds = {"x": x}
+    if epi == "relu":
+        mb = _conv_model(xs, ws, attrs, act="Relu")
+        want = np.maximum(want, 0)
+    elif epi == "z":
+        z = np.random.default_rng(4).standard_normal(want.shape).astype(np.float32)
+        mb = _conv_model(xs, ws, attrs, z=True)
+        feeds["z"] = z
+        want = want + z
+    else:
+        mb = plain
+    y, conv = _ours(mb, feeds, 2)
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-5)
+    assert calls and all(calls)

@@ -28,6 +28,7 @@ in float32 and cast back.
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Any, Callable
 
 import numpy as np
@@ -51,13 +52,14 @@ _DW_FORCE = ""              # tests: "cf" or "cl" forces the depthwise layout
 class _Geometry:
     """Padding and output size for one input spatial shape (cached per shape)."""
 
-    __slots__ = ("begin", "end", "out", "no_pad")
+    __slots__ = ("begin", "end", "out", "no_pad", "taps")
 
     def __init__(self, spatial: tuple[int, ...], kernel: tuple[int, ...], strides: list[int],
                  dilations: list[int], pads: list[int] | None, auto_pad: str) -> None:
         self.begin, self.end, _, self.out = resolve_pads(spatial, kernel, strides, dilations,
                                                          pads, auto_pad)
         self.no_pad = not any(self.begin) and not any(self.end)
+        self.taps: np.ndarray | None = None     # 1-D tiny path: (K, L) column indices
 
 
 class _Packed:
@@ -209,6 +211,9 @@ def _depthwise(xp: np.ndarray, pk: _Packed, dil: list[int], strides: list[int],
 # a 1x1 conv of at most this many multiply-adds takes one matmul and the epilogue
 # (Conv._tiny_1x1): below OpenBLAS's own one-thread bound, where the split never applies
 _TINY_MACS = 1 << 17
+# a dense conv of at most this many multiply-adds takes its columns as one strided copy and
+# one matmul (Conv._tiny_cols): the compiled kernels' per-call dispatch dominates below it
+_TINY_COLS_MACS = 1 << 19
 
 
 class _Epilogue:
@@ -447,8 +452,15 @@ class Conv:
                 and self._epi_fast is not None and self._epi_kind[0] >= 0
                 and all(k == 1 for k in pk.kernel) and x.dtype == pk.w.dtype
                 and not any(s != 1 for s in strides)
-                and x.shape[0] * pk.M * pk.Cg * int(np.prod(geo.out)) <= _TINY_MACS):
+                and x.shape[0] * pk.M * pk.Cg * math.prod(geo.out) <= _TINY_MACS):
             y = self._tiny_1x1(x, bias, z)
+            if y is not None:
+                return y
+        if (pk is self.packed and pk.algo == "gemm" and out is None and nd in (1, 2)
+                and self._epi_fast is not None and self._epi_kind[0] >= 0
+                and x.dtype == pk.w.dtype and min(geo.begin) >= 0 and min(geo.end) >= 0
+                and x.shape[0] * pk.w.size * math.prod(geo.out) <= _TINY_COLS_MACS):
+            y = self._tiny_cols(x, bias, z, geo, strides, dil)
             if y is not None:
                 return y
         if (self._gemm is not None and pk is self.packed and nd in (1, 2)
@@ -513,7 +525,59 @@ class Conv:
         if z is not None and tuple(z.shape) != shape:
             return None
         y = np.matmul(pk.w, x.reshape(n, c, -1))
+        return self._tiny_epilogue(y, bias, z, shape)
+
+    def _tiny_cols(self, x: np.ndarray, bias: np.ndarray | None, z: np.ndarray | None,
+                   geo: _Geometry, strides: list[int], dil: list[int]) -> np.ndarray | None:
+        """A small dense conv of any kernel, stride, dilation and padding (a streaming
+        detector's convs over one 32 ms chunk): the columns as one strided view of the
+        padded input, copied once, one matmul and the epilogue. The compiled GemmConv's
+        call costs ~25-30 us of argument dispatch on these, and a conv of one input
+        channel (an STFT as a 1->258 conv of 256 taps) fell to the depthwise kernel's
+        per-tap loops at ~130 us; this path takes 5-15 us on them."""
+        pk = self.packed
+        n, c = x.shape[:2]
+        shape = (n, pk.M) + tuple(geo.out)
+        if z is not None and tuple(z.shape) != shape:
+            return None
+        nd = len(geo.out)
+        if nd == 1:
+            # one gather through indices made once per input length: pad, im2col and copy
+            # in one step (as_strided and the general padding cost ~10 us here)
+            taps = geo.taps
+            (pb,), (pe,) = geo.begin, geo.end
+            if taps is None:
+                taps = (np.arange(pk.kernel[0])[:, None] * dil[0]
+                        + np.arange(geo.out[0])[None, :] * strides[0])
+                geo.taps = taps
+            if pb or pe:
+                xp = np.zeros((n, c, x.shape[2] + pb + pe), x.dtype)
+                xp[:, :, pb:pb + x.shape[2]] = x
+            else:
+                xp = x
+            cols = xp[:, :, taps]
+        else:
+            xp = pad_spatial(x, geo.begin, geo.end)
+            st = xp.strides
+            cols = np.lib.stride_tricks.as_strided(
+                xp, (n, c) + pk.kernel + tuple(geo.out),
+                st[:2] + tuple(st[2 + i] * dil[i] for i in range(nd))
+                + tuple(st[2 + i] * strides[i] for i in range(nd)), writeable=False)
+        y = np.matmul(pk.w, cols.reshape(n, pk.w.shape[1], -1))
+        return self._tiny_epilogue(y, bias, z, shape)
+
+    def _tiny_epilogue(self, y: np.ndarray, bias: np.ndarray | None, z: np.ndarray | None,
+                       shape: tuple[int, ...]) -> np.ndarray:
+        """Bias, residual and activation on a tiny path's (N, M, L) product: a bias alone
+        by one NumPy add (the compiled epilogue's call costs more on a few columns)."""
+        pk = self.packed
+        n = y.shape[0]
         dt = y.dtype
+        kind, alpha, beta = self._epi_kind
+        if z is None and kind == 0:
+            if bias is not None:
+                y += bias.astype(dt, copy=False)[:, None]
+            return y.reshape(shape)
         b = bias if bias is not None and bias.dtype == dt else None
         if b is None:
             zero = self._zero_bias
@@ -521,7 +585,6 @@ class Conv:
                 zero = self._zero_bias = np.zeros(pk.M, dt)
             b = zero if bias is None else np.ascontiguousarray(bias, dtype=dt)
         zz = y if z is None else np.ascontiguousarray(z, dtype=dt).reshape(y.shape)
-        kind, alpha, beta = self._epi_kind
         t = dt.type
         for i in range(n):
             self._epi_fast(y, i, 0, y.shape[2], 0, pk.M, b, zz, z is not None, kind, t(alpha),
