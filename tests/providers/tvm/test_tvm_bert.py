@@ -2,7 +2,7 @@
 apache-tvm 0.27 converts the shape arithmetic feeding the computed Reshapes node by node but
 cannot build it as one group ("shape_of expects a tensor input"), so that group runs on the
 host at those shapes, and the placement report and the stats say so; the outputs match
-onnxruntime's. About 25 s of compiling and running on 2 cores: ONNXRT_TVM_BERT=1 runs it
+onnxruntime's. About 16 s of compiling and running on 2 cores (under the lock): ONNXRT_TVM_BERT=1 runs it
 (the fast slice of the same path, a group TVM cannot build, is
 test_tvm_provider.py::test_compile_failure_falls_back_or_fails)."""
 
@@ -19,7 +19,7 @@ from providers.tvm.tvmhelpers import TVM, fresh_cache, needs_tvm, tvm_session
 
 pytestmark = [needs_tvm, pytest.mark.skipif(
     os.environ.get("ONNXRT_TVM_BERT") != "1",
-    reason="about 25 s on 2 cores: set ONNXRT_TVM_BERT=1 (the fast slice is "
+    reason="about 16 s on 2 cores: set ONNXRT_TVM_BERT=1 (the fast slice is "
            "test_compile_failure_falls_back_or_fails)")]
 
 
