@@ -2,8 +2,8 @@
 apache-tvm 0.27 converts the shape arithmetic feeding the computed Reshapes node by node but
 cannot build it as one group ("shape_of expects a tensor input"), so that group runs on the
 host at those shapes, and the placement report and the stats say so; the outputs match
-onnxruntime's. About 16 s of compiling and running on 2 cores (under the lock): ONNXRT_TVM_BERT=1 runs it
-(the fast slice of the same path, a group TVM cannot build, is
+onnxruntime's. About 16 s of compiling and running on 2 cores (under the lock):
+ONNXRT_TVM_BERT=1 runs it (the fast slice of the same path, a group TVM cannot build, is
 test_tvm_provider.py::test_compile_failure_falls_back_or_fails)."""
 
 from __future__ import annotations
