@@ -19,6 +19,7 @@ __all__ = [
     "NotImplemented",
     "InvalidGraph",
     "EPFail",
+    "CannotCompile",
     "ModelLoadCanceled",
     "ModelRequiresCompilation",
     "NotFound",
@@ -75,6 +76,15 @@ class InvalidGraph(OnnxRuntimeError, ValueError):
 
 class EPFail(OnnxRuntimeError, RuntimeError):
     """An execution provider could not be created or failed, and the policy says to raise."""
+
+
+class CannotCompile(OnnxRuntimeError, RuntimeError):
+    """Raised by a per-shape compile-based provider's ``compile`` (``compile_per_shape``):
+    it cannot compile this fused group at the input shapes it was given. The session then
+    runs the group's nodes on its host kernels at those shapes (remembered per shape, shown
+    by the placement report and the provider's stats); with the provider's
+    ``error_on_failure`` option, or ``session.disable_cpu_ep_fallback``, the run fails with
+    ``EPFail`` instead. The message is the reason the report gives."""
 
 
 class ModelLoadCanceled(OnnxRuntimeError, RuntimeError):

@@ -1,16 +1,22 @@
 """A fused node: the nodes a compile-based provider claimed as one group, handed to its
 ``compile`` as a standalone model (``FusedSubgraph``), and the callables the compiled
-result runs through."""
+result runs through; a per-shape group its provider cannot compile at some input shapes
+runs node by node on the session's host kernels at those shapes (``HostRun``), each such
+decision kept as a ``HostFallback``."""
 
 from __future__ import annotations
 
 import threading
+import warnings
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 import onnx
 
-__all__ = ["FusedSubgraph", "FusedCall", "PerShapeCompile"]
+from onnxrt.errors import CannotCompile, EPFail, RuntimeException
+
+__all__ = ["FusedSubgraph", "FusedCall", "PerShapeCompile", "HostRun", "HostFallback"]
 
 
 class FusedSubgraph:
@@ -107,13 +113,122 @@ class FusedCall:
         return res
 
 
-class PerShapeCompile:
-    """Compiles a fused node again for every new combination of input shapes."""
+@dataclass(frozen=True)
+class HostFallback:
+    """A fused group its provider could not compile at some input shapes, run there on the
+    host kernels instead."""
 
-    def __init__(self, ep: Any, fused: FusedSubgraph) -> None:
+    group: str
+    provider: str                           # the provider that could not compile it
+    shapes: tuple[tuple[int, ...], ...]     # the group's input shapes, in input order
+    reason: str
+    nodes: int
+    ran_on: str                             # the host provider(s) whose kernels ran it
+    inputs: tuple[str, ...] = ()            # the group's input names
+
+    def describe(self) -> str:
+        shapes = ", ".join(f"{n}{list(s)}" for n, s in zip(self.inputs, self.shapes)) \
+            if self.inputs else str([list(s) for s in self.shapes])
+        return (f"group {self.group} ({self.nodes} nodes): {self.provider} could not compile "
+                f"it at input shapes {shapes}: ran on {self.ran_on}: {self.reason}")
+
+
+class _HostStep:
+    __slots__ = ("fn", "inputs", "outputs", "multi", "name", "op")
+
+    def __init__(self, fn: Callable[..., Any], node: onnx.NodeProto, multi: bool) -> None:
+        self.fn = fn
+        self.inputs = tuple(node.input)
+        self.outputs = tuple(node.output)
+        self.multi = multi
+        self.name = node.name
+        self.op = node.op_type
+
+
+class HostRun:
+    """Runs a fused group's nodes one by one on the host kernels a ``KernelLookup`` finds
+    (the kernels the session would have run them with had no provider claimed them).
+    Raises ``ValueError`` naming the node when one has no plain host kernel (none at all,
+    or one that needs the run context: control flow)."""
+
+    def __init__(self, fused: FusedSubgraph, lookup: Any) -> None:
+        from onnxrt import validate
+        from onnxrt.framework.kernel import NodeInfo
+        from onnxrt.framework.kernel_lookup import bind_kernel, node_attributes
+        from onnxrt.ir.schemas import get_schema
+
+        self.fused = fused
+        consts = fused.constants
+        types = fused._types
+        steps = []
+        used: dict[str, None] = {}
+        for node in fused.nodes:
+            domain = "" if node.domain == "ai.onnx" else node.domain
+            opset = fused.opsets.get(domain, 1)
+            schema = get_schema(node.op_type, opset, domain)
+            since = schema.since_version if schema is not None else opset
+            found = lookup.assign(node.op_type, domain, since)
+            where = f"node {node.name!r} ({domain + '::' if domain else ''}{node.op_type})"
+            if found is None:
+                raise ValueError(f"{where} has no kernel on the host providers "
+                                 f"({lookup.names()})")
+            ep, kd = found
+            if kd.context:
+                raise ValueError(f"{where}: its host kernel on {ep.name} needs the run "
+                                 f"context, which a fused group does not have")
+            attrs, given = node_attributes(node, schema)
+            info = NodeInfo(
+                name=node.name, op_type=node.op_type, domain=domain, since_version=since,
+                opset=opset, inputs=tuple(node.input), outputs=tuple(node.output),
+                attrs=attrs,
+                constant_inputs={k: consts[n] for k, n in enumerate(node.input)
+                                 if n in consts},
+                input_types=tuple(types.get(n) for n in node.input),
+                output_types=tuple(types.get(n) for n in node.output), provider=ep.name)
+            fn = bind_kernel(kd, info, given, schema)
+            if validate.rules_for(domain, node.op_type) and not hasattr(fn, "check") \
+                    and not hasattr(fn, "output_channels"):
+                fn = validate.guard(info, fn)
+            multi = len(node.output) > 1 or (schema is not None and schema.max_output > 1)
+            steps.append(_HostStep(fn, node, multi))
+            used[ep.name] = None
+        self.steps = steps
+        self.ran_on = ", ".join(used) or "no provider"
+
+    def __call__(self, *args: Any) -> list[Any]:
+        env: dict[str, Any] = dict(self.fused.constants)
+        env.update(zip(self.fused.inputs, args))
+        for st in self.steps:
+            ins = [env[n] if n else None for n in st.inputs]
+            try:
+                res = st.fn(*ins)
+            except Exception as e:
+                raise RuntimeException(
+                    f"node {st.name!r} ({st.op}) of fused group {self.fused.name!r}, run on "
+                    f"the host because {self.fused.provider} could not compile it: "
+                    f"{type(e).__name__}: {e}") from e
+            if st.multi:
+                for o, v in zip(st.outputs, res):
+                    if o:
+                        env[o] = v
+            else:
+                env[st.outputs[0]] = res
+        return [env[o] for o in self.fused.outputs]
+
+
+class PerShapeCompile:
+    """Compiles a fused node again for every new combination of input shapes. Where the
+    provider's ``compile`` raises ``CannotCompile`` and ``host`` (the session's
+    ``KernelLookup``) is given, the group runs on the host kernels at those shapes: decided
+    once per shape, recorded in ``fallbacks`` and in the provider's ``host_fallbacks``."""
+
+    def __init__(self, ep: Any, fused: FusedSubgraph, host: Any = None) -> None:
         self.ep = ep
         self.fused = fused
+        self.host = host
         self.cache: dict[tuple[Any, ...], Callable[..., Any]] = {}
+        self.fallbacks: list[HostFallback] = []
+        self._host_run: HostRun | None = None
         self.lock = threading.Lock()
 
     def __call__(self, *args: Any) -> Any:
@@ -129,6 +244,33 @@ class PerShapeCompile:
                         self.fused.opsets, self.fused._types, self.fused.graph_name)
                     shaped.input_shapes = [list(k) for k in key]
                     shaped._model = shaped.build_model(list(key))
-                    fn = self.ep.compile(shaped)
+                    try:
+                        fn = self.ep.compile(shaped)
+                    except CannotCompile as e:
+                        fn = self._on_host(key, e)
                     self.cache[key] = fn
         return fn(*args)
+
+    def _on_host(self, key: tuple[tuple[int, ...], ...], err: CannotCompile) -> HostRun:
+        f = self.fused
+        what = (f"{self.ep.name} could not compile fused node {f.name!r} ({len(f.nodes)} "
+                f"nodes) at input shapes {[list(k) for k in key]}: {err}")
+        if getattr(self.ep, "error_on_failure", False):
+            raise EPFail(what) from err
+        if self.host is None:
+            raise EPFail(f"{what}; running it on the host is not allowed here "
+                         f"(session.disable_cpu_ep_fallback)") from err
+        if self._host_run is None:
+            try:
+                self._host_run = HostRun(f, self.host)
+            except Exception as e:
+                raise EPFail(f"{what}; the host cannot run it either: {e}") from err
+        run = self._host_run
+        rec = HostFallback(f.name, self.ep.name, key, str(err), len(f.nodes), run.ran_on,
+                           tuple(f.inputs))
+        self.fallbacks.append(rec)
+        log = getattr(self.ep, "host_fallbacks", None)
+        if isinstance(log, list):
+            log.append(rec)
+        warnings.warn(rec.describe(), UserWarning, stacklevel=3)
+        return run

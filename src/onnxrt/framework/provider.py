@@ -63,6 +63,9 @@ class ExecutionProvider:
         self.error_on_failure = _truthy(options.get("error_on_failure", False))
         self._transfer: DataTransfer | None = None
         self.runs = 0
+        # groups a per-shape provider could not compile at some shapes, run on the host
+        # there (framework/fused.py HostFallback), in the order they happened
+        self.host_fallbacks: list[Any] = []
 
     # -- the four questions --------------------------------------------------------------
     @classmethod
@@ -182,11 +185,18 @@ class ExecutionProvider:
         """Called after every run (also a failed one) of such a session."""
 
     def allocation_stats(self) -> dict[str, int]:
-        """Device copies and bytes moved by this provider, and runs seen."""
+        """Device copies and bytes moved by this provider, runs seen, and for a per-shape
+        compile-based provider the groups it could not compile at some input shapes, which
+        ran on the host there (``host_fallback_groups``; ``host_fallback_shapes``: group and
+        input-shape combinations)."""
         out = {"runs": self.runs}
         t = self._transfer
         if t is not None:
             out.update(t.stats())
+        if self.compile_per_shape:
+            fb = getattr(self, "host_fallbacks", [])
+            out["host_fallback_shapes"] = len(fb)
+            out["host_fallback_groups"] = len({f.group for f in fb})
         return out
 
     def get_provider_options(self) -> dict[str, str]:

@@ -36,10 +36,12 @@ def _constants(g: Graph | SubGraph) -> dict[str, Any]:
 
 
 def fuse_group(root: Graph, g: Graph | SubGraph, grp: Any, members: list[onnx.NodeProto],
-               types: dict[str, Any], opsets: dict[str, int], allow_compile: bool = True
-               ) -> onnx.NodeProto:
+               types: dict[str, Any], opsets: dict[str, int], allow_compile: bool = True,
+               host: Any = None) -> onnx.NodeProto:
     """Replace ``members`` (the nodes of ``grp`` in ``g``) by one fused node, compiled by
-    the group's provider; annotations go to ``root``."""
+    the group's provider; annotations go to ``root``. ``host``: the session's
+    ``KernelLookup``, which runs a per-shape group at the shapes its provider cannot compile
+    (None: such a shape fails the run with ``EPFail``)."""
     ep = grp.provider
     ids = {id(m) for m in members}
     used_outside: set[str] = {vi.name for vi in g.outputs}
@@ -64,7 +66,8 @@ def fuse_group(root: Graph, g: Graph | SubGraph, grp: Any, members: list[onnx.No
         if ctx is not None:
             fn = ep.load_context(ctx, fused)
         else:
-            fn = PerShapeCompile(ep, fused) if ep.compile_per_shape else ep.compile(fused)
+            fn = PerShapeCompile(ep, fused, host) if ep.compile_per_shape \
+                else ep.compile(fused)
     except StaleContext:
         raise
     except Exception as e:
@@ -87,4 +90,5 @@ def fuse_group(root: Graph, g: Graph | SubGraph, grp: Any, members: list[onnx.No
                 out.append(n)
         g.nodes = out
     root.annotate(node, provider=ep, fused=fused, compiled=fn)
+    grp.compiled = fn
     return node

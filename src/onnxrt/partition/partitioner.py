@@ -50,6 +50,7 @@ class FusedGroup:
     graph: str
     name: str
     context: Any = None     # an EPContext node's parsed fields: loaded, not compiled
+    compiled: Any = None    # what fuse_group made of it (a PerShapeCompile keeps fallbacks)
 
 
 @dataclass(frozen=True)
@@ -116,8 +117,10 @@ def partition_model(graph: Graph, providers: Sequence[ExecutionProvider],
     it: each node annotated with its provider and kernel, each compile-based group replaced
     by one fused node (compiled here), a copy node wherever a value crosses devices.
     ``host_kernels(domain, op_type, since_version)``: the kernel that would run a node on
-    the host (its ``host_inputs`` keep shape computations there). ``contexts``: where
-    EPContext nodes' blob files are read from, and whether compiling is allowed."""
+    the host (its ``host_inputs`` keep shape computations there); a ``KernelLookup`` there
+    also runs the groups of a per-shape provider at shapes it cannot compile.
+    ``contexts``: where EPContext nodes' blob files are read from, and whether compiling
+    is allowed."""
     contexts = contexts or ContextLoad()
     part = Partition(list(providers))
     any_device = any(not ep.device.is_host for ep in providers)
@@ -160,9 +163,13 @@ def partition_model(graph: Graph, providers: Sequence[ExecutionProvider],
     for nid, pl in part.placement.items():
         if pl.group is None:
             graph.annotate(part.nodes[nid].proto, provider=pl.provider, kernel=pl.kernel)
+    # a per-shape group its provider cannot compile at some shapes runs on the host kernels
+    # there, unless the session forbids nodes on the CPU provider
+    host = None if disable_cpu_fallback and not cpu_requested \
+        or not hasattr(host_kernels, "assign") else host_kernels
     for grp in part.groups:
         fuse_group(graph, graphs[grp.graph], grp, [part.nodes[i].proto for i in grp.node_ids],
-                   types[grp.graph], norm, contexts.allow_compile)
+                   types[grp.graph], norm, contexts.allow_compile, host)
     if any_device:
         for path, g in graphs.items():
             part.copies += insert_copies(graph, g, providers, is_main=path == "main")

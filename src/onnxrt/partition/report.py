@@ -1,4 +1,6 @@
-"""Where every node runs and why: the answer a session gives about its placement."""
+"""Where every node runs and why: the answer a session gives about its placement (including
+the fused groups a per-shape provider could not compile at some input shapes, which ran on
+the host there: known only once a run has met those shapes)."""
 
 from __future__ import annotations
 
@@ -65,6 +67,11 @@ def assignment_info(part: Partition) -> list[AssignedSubgraph]:
     return out
 
 
+def _fallbacks(grp: Any) -> list[Any]:
+    """The HostFallback records of a fused group (framework/fused.py PerShapeCompile)."""
+    return list(getattr(grp.compiled, "fallbacks", None) or ())
+
+
 def count_partitions(steps: list[Any]) -> dict[str, int]:
     """Maximal runs of consecutive steps on one provider, per provider (copies excluded)."""
     counts: dict[str, int] = {}
@@ -102,7 +109,9 @@ def placement_report(part: Partition, steps: list[Any], copies: list[Any],
         pl = part.placement.get(nid)
         where = pl.provider.name if pl is not None else "(function body on CPU)"
         if pl is not None and pl.group is not None:
-            where += f" [{pl.group.name}]"
+            fb = _fallbacks(pl.group)
+            where += f" [{pl.group.name}]" if not fb else \
+                f" [{pl.group.name}; on {fb[0].ran_on} at {len(fb)} input shape(s)]"
         rank = [ep.name for ep in part.providers]
         above = rank[:rank.index(pl.provider.name)] if pl is not None else rank
         why = "; ".join(f"{p}: {r}" for p, r in part.declines.get(nid, []) if p in above)
@@ -110,6 +119,12 @@ def placement_report(part: Partition, steps: list[Any], copies: list[Any],
         op = f"{n.domain + '::' if n.domain else ''}{n.op_type}-{n.since_version}"
         lines.append(f"{_label(n) + graph:<{width}}  {op:<22} {where:<28} {why}".rstrip())
     lines.append("")
+    fbs = [f for grp in part.groups for f in _fallbacks(grp)]
+    if fbs:
+        lines.append(f"groups run on the host where their provider could not compile them "
+                     f"(decided per input shape at run time, so far): {len(fbs)}")
+        lines.extend(f"  {f.describe()}" for f in fbs)
+        lines.append("")
     if copies:
         lines.append(f"device copies: {len(copies)}")
         for c in copies:

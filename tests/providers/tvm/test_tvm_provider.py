@@ -190,9 +190,15 @@ def test_compile_failure_falls_back_or_fails(monkeypatch):
 
     monkeypatch.setattr(compiled, "_compile", broken)
     sess = tvm_session(mlp_model(), so_folder=fresh_cache())
-    with pytest.warns(UserWarning, match="simulated LLVM failure.*CPU provider instead"):
+    with pytest.warns(UserWarning, match="could not compile it at input shapes x.5, 4.: ran "
+                                         "on CPUExecutionProvider: TVM failed.*simulated"):
         (y,) = sess.run(None, {"x": X})
     np.testing.assert_allclose(y, expected(X), rtol=1e-5, atol=1e-6)
+    # the report and the stats say where the group ran
+    assert ("group TVMExecutionProvider_fused_0 (3 nodes): TVMExecutionProvider could not "
+            "compile it at input shapes x[5, 4]: ran on CPUExecutionProvider: TVM failed for "
+            ) in sess.placement_report()
+    assert stats(sess)["host_fallback_shapes"] == 1 and stats(sess)["compiled_groups"] == 0
     strict = tvm_session(mlp_model(), so_folder=fresh_cache(), error_on_failure="1")
     with pytest.raises(ort.EPFail, match="simulated LLVM failure"):
         strict.run(None, {"x": X})

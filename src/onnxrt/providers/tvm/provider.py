@@ -5,10 +5,9 @@ options of it that make sense for Relax on a CPU."""
 from __future__ import annotations
 
 import threading
-import warnings
 from typing import Any, Callable, ClassVar
 
-from onnxrt.errors import EPFail
+from onnxrt.errors import CannotCompile
 from onnxrt.framework.grouping import group_nodes
 from onnxrt.framework.provider import ExecutionProvider
 from onnxrt.providers.tvm import runtime
@@ -89,13 +88,10 @@ class TVMExecutionProvider(ExecutionProvider):
         try:
             fn = build_runner(_static_inputs(fused), self.settings, self._count)
         except Exception as e:
-            msg = (f"TVM failed to compile {fused.name} ({len(fused.nodes)} nodes) for "
-                   f"{self.settings.target_key()}: {_short(e)}")
-            if self.error_on_failure:
-                raise EPFail(msg) from e
-            warnings.warn(f"{msg}; running that group with onnxrt's CPU provider instead",
-                          UserWarning, stacklevel=2)
-            return _cpu_fallback(fused.model)
+            # the framework runs the group on the host kernels at these shapes, or raises
+            # EPFail with error_on_failure (framework/fused.py PerShapeCompile)
+            raise CannotCompile(f"TVM failed for {self.settings.target_key()}: "
+                                f"{_short(e)}") from e
         with self._lock:
             self._counts["compiled_groups"] += 1
         return fn
@@ -133,16 +129,3 @@ def _short(e: Exception) -> str:
     from onnxrt.providers.tvm.support import _first_line
 
     return _first_line(e)
-
-
-def _cpu_fallback(model: Any) -> Callable[..., Any]:
-    """Runs a group TVM could not compile with onnxrt's CPU provider."""
-    from onnxrt.session import InferenceSession
-
-    sess = InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    names = [i.name for i in model.graph.input]
-
-    def run(*args: Any) -> list[Any]:
-        return sess.run(None, dict(zip(names, args)))
-
-    return run
