@@ -79,9 +79,9 @@ class EPFail(OnnxRuntimeError, RuntimeError):
 
 
 class CannotCompile(OnnxRuntimeError, RuntimeError):
-    """Raised by a per-shape compile-based provider's ``compile`` (``compile_per_shape``):
-    it cannot compile this fused group at the input shapes it was given. The session then
-    runs the group's nodes on its host kernels at those shapes (remembered per shape, shown
+    """Raised by a compile-based provider's ``compile``: it cannot compile this fused group
+    (at the input shapes it was given, for a ``compile_per_shape`` provider; else at all).
+    The session then runs the group's nodes on its host kernels there (remembered, shown
     by the placement report and the provider's stats); with the provider's
     ``error_on_failure`` option, or ``session.disable_cpu_ep_fallback``, the run fails with
     ``EPFail`` instead. The message is the reason the report gives."""

@@ -1,6 +1,6 @@
-"""A per-shape compile-based provider that cannot compile a group at some input shapes: the
-group runs on the host kernels there, and the placement report and stats say so. Expected
-values from onnx.reference."""
+"""A compile-based provider that cannot compile a group (at some input shapes, or at all):
+the group runs on the host kernels there, and the placement report and stats say so.
+Expected values from onnx.reference."""
 
 from __future__ import annotations
 
@@ -102,6 +102,8 @@ def test_a_refused_shape_runs_on_the_host_and_is_reported():
 def test_error_on_failure_fails_the_run_and_the_session_keeps_working():
     ep = Refusing(error_on_failure="1")
     sess = ort.InferenceSession(shape_model().SerializeToString(), providers=[ep, CPU])
+    # without this, run() retries an EPFail on the CPU provider alone, as onnxruntime's does
+    sess.disable_fallback()
     with pytest.raises(ort.EPFail, match=r"at input shapes \[\[3, 4\]\]: no kernel for batch"):
         sess.run(None, {"x": x_of(3)})
     (y,) = sess.run(None, {"x": x_of(4)})
@@ -114,6 +116,7 @@ def test_no_host_fallback_when_the_cpu_provider_is_forbidden():
     so = ort.SessionOptions()
     so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
     sess = ort.InferenceSession(shape_model().SerializeToString(), so, providers=[Refusing()])
+    sess.disable_fallback()
     with pytest.raises(ort.EPFail, match="disable_cpu_ep_fallback"):
         sess.run(None, {"x": x_of(3)})
     (y,) = sess.run(None, {"x": x_of(2)})
@@ -123,6 +126,39 @@ def test_no_host_fallback_when_the_cpu_provider_is_forbidden():
 def test_a_group_the_host_cannot_run_fails_naming_the_node():
     sess = ort.InferenceSession(shape_model(custom=True).SerializeToString(),
                                 providers=[Refusing(), CPU])
+    sess.disable_fallback()
     with pytest.raises(ort.EPFail, match=r"host cannot run it either: node 'twice' "
                                          r"\(test.custom::Twice\) has no kernel"):
         sess.run(None, {"x": x_of(3)})
+
+
+class RefusingAtCreation(ort.ExecutionProvider):
+    """Compiles at session creation (not per shape) and cannot compile anything."""
+
+    name = "RefusingAtCreationExecutionProvider"
+
+    def get_capability(self, graph):
+        return ort.group_nodes(graph, lambda n: True)
+
+    def compile(self, fused):
+        raise CannotCompile("this engine takes no Reshape")
+
+
+def test_a_group_refused_at_creation_runs_on_the_host_and_is_reported():
+    ep = RefusingAtCreation()
+    with pytest.warns(UserWarning, match="could not compile it at any input shape"):
+        sess = ort.InferenceSession(shape_model().SerializeToString(), providers=[ep, CPU])
+    for n in (2, 3):
+        (y,) = sess.run(None, {"x": x_of(n)})
+        np.testing.assert_allclose(y, reference(x_of(n)), rtol=1e-6)
+    name = RefusingAtCreation.name
+    assert (f"group {name}_fused_0 (5 nodes): {name} could not compile it at any input "
+            f"shape: ran on {CPU}: this engine takes no Reshape") in sess.placement_report()
+    stats = sess.get_provider_stats()[name]
+    assert stats["host_fallback_groups"] == 1 and stats["host_fallback_shapes"] == 1
+
+
+def test_a_group_refused_at_creation_with_error_on_failure_fails_the_session():
+    ep = RefusingAtCreation(error_on_failure="1")
+    with pytest.raises(ort.EPFail, match="this engine takes no Reshape"):
+        ort.InferenceSession(shape_model().SerializeToString(), providers=[ep, CPU])

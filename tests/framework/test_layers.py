@@ -30,9 +30,6 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     ("onnxrt/providers/cpu/nn/warm.py", "onnxrt"):
         "a program run in a child process (python -m, by framework/warmup.py), never "
         "imported: it compiles the kernels by running whole sessions",
-    ("onnxrt/providers/openvino/provider.py", "onnxrt.session"):
-        "a group OpenVINO fails to compile runs in an onnxrt CPU session of its own "
-        "(_cpu_fallback); the provider's room, left as it is",
 }
 
 

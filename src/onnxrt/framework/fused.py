@@ -16,7 +16,8 @@ import onnx
 
 from onnxrt.errors import CannotCompile, EPFail, RuntimeException
 
-__all__ = ["FusedSubgraph", "FusedCall", "PerShapeCompile", "HostRun", "HostFallback"]
+__all__ = ["FusedSubgraph", "FusedCall", "PerShapeCompile", "HostRun", "HostFallback",
+           "HostGroup", "host_run_for", "record_host_fallback"]
 
 
 class FusedSubgraph:
@@ -120,17 +121,21 @@ class HostFallback:
 
     group: str
     provider: str                           # the provider that could not compile it
-    shapes: tuple[tuple[int, ...], ...]     # the group's input shapes, in input order
+    shapes: tuple[tuple[int, ...], ...] | None   # the group's input shapes (None: all)
     reason: str
     nodes: int
     ran_on: str                             # the host provider(s) whose kernels ran it
     inputs: tuple[str, ...] = ()            # the group's input names
 
     def describe(self) -> str:
-        shapes = ", ".join(f"{n}{list(s)}" for n, s in zip(self.inputs, self.shapes)) \
-            if self.inputs else str([list(s) for s in self.shapes])
+        if self.shapes is None:
+            at = "at any input shape"
+        else:
+            at = "at input shapes " + (
+                ", ".join(f"{n}{list(s)}" for n, s in zip(self.inputs, self.shapes))
+                if self.inputs else str([list(s) for s in self.shapes]))
         return (f"group {self.group} ({self.nodes} nodes): {self.provider} could not compile "
-                f"it at input shapes {shapes}: ran on {self.ran_on}: {self.reason}")
+                f"it {at}: ran on {self.ran_on}: {self.reason}")
 
 
 class _HostStep:
@@ -252,25 +257,55 @@ class PerShapeCompile:
         return fn(*args)
 
     def _on_host(self, key: tuple[tuple[int, ...], ...], err: CannotCompile) -> HostRun:
-        f = self.fused
-        what = (f"{self.ep.name} could not compile fused node {f.name!r} ({len(f.nodes)} "
-                f"nodes) at input shapes {[list(k) for k in key]}: {err}")
-        if getattr(self.ep, "error_on_failure", False):
-            raise EPFail(what) from err
-        if self.host is None:
-            raise EPFail(f"{what}; running it on the host is not allowed here "
-                         f"(session.disable_cpu_ep_fallback)") from err
         if self._host_run is None:
-            try:
-                self._host_run = HostRun(f, self.host)
-            except Exception as e:
-                raise EPFail(f"{what}; the host cannot run it either: {e}") from err
-        run = self._host_run
-        rec = HostFallback(f.name, self.ep.name, key, str(err), len(f.nodes), run.ran_on,
-                           tuple(f.inputs))
-        self.fallbacks.append(rec)
-        log = getattr(self.ep, "host_fallbacks", None)
-        if isinstance(log, list):
-            log.append(rec)
-        warnings.warn(rec.describe(), UserWarning, stacklevel=3)
-        return run
+            self._host_run = host_run_for(self.ep, self.fused, self.host, key, err)
+        self.fallbacks.append(record_host_fallback(self.ep, self.fused, self._host_run, key,
+                                                   err))
+        return self._host_run
+
+
+def host_run_for(ep: Any, fused: FusedSubgraph, host: Any,
+                 key: tuple[tuple[int, ...], ...] | None, err: CannotCompile) -> HostRun:
+    """The group on the host kernels of ``host`` (the session's ``KernelLookup``, also
+    ``fused.host``) because ``ep`` could not compile it, or ``EPFail`` where the provider's
+    ``error_on_failure`` is set, the session forbids the CPU fallback (``host`` None) or the
+    host cannot run one of the nodes."""
+    at = "" if key is None else f" at input shapes {[list(k) for k in key]}"
+    what = (f"{ep.name} could not compile fused node {fused.name!r} ({len(fused.nodes)} "
+            f"nodes){at}: {err}")
+    if getattr(ep, "error_on_failure", False):
+        raise EPFail(what) from err
+    if host is None:
+        raise EPFail(f"{what}; running it on the host is not allowed here "
+                     f"(session.disable_cpu_ep_fallback)") from err
+    try:
+        return HostRun(fused, host)
+    except Exception as e:
+        raise EPFail(f"{what}; the host cannot run it either: {e}") from err
+
+
+def record_host_fallback(ep: Any, fused: FusedSubgraph, run: HostRun,
+                         key: tuple[tuple[int, ...], ...] | None,
+                         err: CannotCompile) -> HostFallback:
+    """Record (in the provider's ``host_fallbacks``) and warn that ``fused`` runs on the host
+    at ``key`` (None: at every shape); the caller keeps the record in its ``fallbacks``,
+    which the placement report reads."""
+    rec = HostFallback(fused.name, ep.name, key, str(err), len(fused.nodes), run.ran_on,
+                       tuple(fused.inputs))
+    log = getattr(ep, "host_fallbacks", None)
+    if isinstance(log, list):
+        log.append(rec)
+    warnings.warn(rec.describe(), UserWarning, stacklevel=4)
+    return rec
+
+
+class HostGroup:
+    """A group its provider could not compile at all (``compile`` raised ``CannotCompile``
+    at session creation): every call runs on the host kernels."""
+
+    def __init__(self, ep: Any, fused: FusedSubgraph, host: Any, err: CannotCompile) -> None:
+        self.run = host_run_for(ep, fused, host, None, err)
+        self.fallbacks = [record_host_fallback(ep, fused, self.run, None, err)]
+
+    def __call__(self, *args: Any) -> list[Any]:
+        return self.run(*args)

@@ -185,15 +185,16 @@ class ExecutionProvider:
         """Called after every run (also a failed one) of such a session."""
 
     def allocation_stats(self) -> dict[str, int]:
-        """Device copies and bytes moved by this provider, runs seen, and for a per-shape
-        compile-based provider the groups it could not compile at some input shapes, which
-        ran on the host there (``host_fallback_groups``; ``host_fallback_shapes``: group and
-        input-shape combinations)."""
+        """Device copies and bytes moved by this provider, runs seen, and for a
+        compile-based provider the groups it could not compile (at some input shapes, or at
+        all), which ran on the host there (``host_fallback_groups``;
+        ``host_fallback_shapes``: group and input-shape combinations, a group refused at
+        every shape counting once)."""
         out = {"runs": self.runs}
         t = self._transfer
         if t is not None:
             out.update(t.stats())
-        if self.compile_per_shape:
+        if self.compile_per_shape or getattr(self, "host_fallbacks", None):
             fb = getattr(self, "host_fallbacks", [])
             out["host_fallback_shapes"] = len(fb)
             out["host_fallback_groups"] = len({f.group for f in fb})

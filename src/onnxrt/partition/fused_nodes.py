@@ -9,9 +9,9 @@ from typing import Any
 import onnx
 from onnx import helper
 
-from onnxrt.errors import EPFail, ModelRequiresCompilation
+from onnxrt.errors import CannotCompile, EPFail, ModelRequiresCompilation
 from onnxrt.framework.ep_context import StaleContext
-from onnxrt.framework.fused import FusedSubgraph, PerShapeCompile
+from onnxrt.framework.fused import FusedSubgraph, HostGroup, PerShapeCompile
 from onnxrt.ir.attrs import constant_node_value, tensor_to_array
 from onnxrt.ir.graph import Graph, SubGraph
 from onnxrt.ir.walk import node_reads
@@ -41,7 +41,9 @@ def fuse_group(root: Graph, g: Graph | SubGraph, grp: Any, members: list[onnx.No
     """Replace ``members`` (the nodes of ``grp`` in ``g``) by one fused node, compiled by
     the group's provider; annotations go to ``root``. ``host``: the session's
     ``KernelLookup``, which runs a per-shape group at the shapes its provider cannot compile
-    (None: such a shape fails the run with ``EPFail``)."""
+    (None: such a shape fails the run with ``EPFail``), and a group whose provider raises
+    ``CannotCompile`` at session creation; a provider that compiles per shape by itself
+    finds it as ``fused.host`` (framework/fused.py ``host_run_for``)."""
     ep = grp.provider
     ids = {id(m) for m in members}
     used_outside: set[str] = {vi.name for vi in g.outputs}
@@ -57,6 +59,7 @@ def fuse_group(root: Graph, g: Graph | SubGraph, grp: Any, members: list[onnx.No
     consts = {r: known[r] for r in reads if r in known}
     fused = FusedSubgraph(grp.name, ep.name, members, in_names, out_names, consts,
                           dict(opsets), types, g.name)
+    fused.host = host
     ctx = getattr(grp, "context", None)
     if ctx is None and not allow_compile:
         raise ModelRequiresCompilation(
@@ -67,7 +70,7 @@ def fuse_group(root: Graph, g: Graph | SubGraph, grp: Any, members: list[onnx.No
             fn = ep.load_context(ctx, fused)
         else:
             fn = PerShapeCompile(ep, fused, host) if ep.compile_per_shape \
-                else ep.compile(fused)
+                else _compile_or_host(ep, fused, host)
     except StaleContext:
         raise
     except Exception as e:
@@ -92,3 +95,10 @@ def fuse_group(root: Graph, g: Graph | SubGraph, grp: Any, members: list[onnx.No
     root.annotate(node, provider=ep, fused=fused, compiled=fn)
     grp.compiled = fn
     return node
+
+
+def _compile_or_host(ep: Any, fused: FusedSubgraph, host: Any) -> Any:
+    try:
+        return ep.compile(fused)
+    except CannotCompile as e:
+        return HostGroup(ep, fused, host, e)

@@ -4,12 +4,12 @@ input shapes (built on first sight of it), all sharing the group's reordered wei
 from __future__ import annotations
 
 import threading
-import warnings
 from typing import Any
 
 import numpy as np
 
-from onnxrt.errors import EPFail
+from onnxrt.errors import CannotCompile
+from onnxrt.framework.fused import host_run_for, record_host_fallback
 from onnxrt.providers.dnnl.program import Program, WeightCache
 
 __all__ = ["CompiledGroup"]
@@ -21,6 +21,7 @@ class CompiledGroup:
         self.fused = fused
         self.weights = WeightCache()
         self.programs: dict[tuple[tuple[int, ...], ...], Any] = {}
+        self.fallbacks: list[Any] = []      # HostFallback records: the placement report's
         self.lock = threading.Lock()
 
     def _program(self, key: tuple[tuple[int, ...], ...]) -> Any:
@@ -33,14 +34,14 @@ class CompiledGroup:
                 try:
                     prog = Program(self.ep.lib, self.fused, list(key), self.weights)
                 except Exception as e:
-                    msg = (f"oneDNN could not compile {self.fused.name} "
-                           f"({len(self.fused.nodes)} nodes) for input shapes {list(key)}: "
-                           f"{type(e).__name__}: {e}")
-                    if self.ep.error_on_failure:
-                        raise EPFail(msg) from e
-                    warnings.warn(f"{msg}; running that group with onnxrt's CPU provider "
-                                  f"instead", UserWarning, stacklevel=3)
-                    prog = _CpuFallback(self.fused)
+                    # on the session's host kernels at these shapes (the placement
+                    # report and the stats say so), or EPFail under error_on_failure
+                    err = CannotCompile(f"oneDNN: {type(e).__name__}: {e}")
+                    run = host_run_for(self.ep, self.fused, getattr(self.fused, "host", None),
+                                       key, err)
+                    self.fallbacks.append(record_host_fallback(self.ep, self.fused, run, key,
+                                                               err))
+                    prog = _OnHost(run)
                 self.ep.count_compilation()
                 self.programs[key] = prog
         return prog
@@ -53,15 +54,11 @@ class CompiledGroup:
         return prog.run(args)
 
 
-class _CpuFallback:
-    """Runs a group oneDNN could not build with onnxrt's CPU provider."""
+class _OnHost:
+    """A group oneDNN could not build at some shapes, run on the session's host kernels."""
 
-    def __init__(self, fused: Any) -> None:
-        from onnxrt.session import InferenceSession
-
-        self.sess = InferenceSession(fused.model.SerializeToString(),
-                                     providers=["CPUExecutionProvider"])
-        self.names = list(fused.inputs)
+    def __init__(self, run: Any) -> None:
+        self.host_run = run
 
     def run(self, args: Any) -> list[Any]:
-        return self.sess.run(None, dict(zip(self.names, args)))
+        return self.host_run(*args)

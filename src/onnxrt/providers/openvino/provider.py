@@ -4,10 +4,9 @@ Intel's OpenVINO runtime, with onnxruntime's provider name and options."""
 from __future__ import annotations
 
 import threading
-import warnings
 from typing import Any, Callable, ClassVar, Sequence
 
-from onnxrt.errors import EPFail
+from onnxrt.errors import CannotCompile
 from onnxrt.framework.devices import (VENDOR_IDS, DeviceSupport, OrtHardwareDevice,
                                       OrtHardwareDeviceType)
 from onnxrt.framework.provider import ExecutionProvider
@@ -124,13 +123,10 @@ class OpenVINOExecutionProvider(ExecutionProvider):
             fn = build_runner(model, list(fused.inputs), list(fused.outputs), self.settings,
                               self._counted)
         except Exception as e:
-            msg = (f"OpenVINO failed to compile {fused.name} ({len(fused.nodes)} nodes) for "
-                   f"{self.settings.device}: {_short(e)}")
-            if self.error_on_failure:
-                raise EPFail(msg) from e
-            warnings.warn(f"{msg}; running that group with onnxrt's CPU provider instead",
-                          UserWarning, stacklevel=2)
-            return _cpu_fallback(model)
+            # the session runs the group on its host kernels (and the placement report
+            # says so), or fails with EPFail under error_on_failure
+            raise CannotCompile(f"OpenVINO failed to compile it for {self.settings.device}: "
+                                f"{_short(e)}") from e
         self.compiled_groups += 1
         return fn
 
@@ -178,16 +174,3 @@ def _short(e: Exception) -> str:
     from onnxrt.providers.openvino.query import _first_line
 
     return _first_line(e)
-
-
-def _cpu_fallback(model: Any) -> Callable[..., Any]:
-    """Runs a group OpenVINO could not compile with onnxrt's CPU provider."""
-    from onnxrt.session import InferenceSession
-
-    sess = InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    names = [i.name for i in model.graph.input]
-
-    def run(*args: Any) -> list[Any]:
-        return sess.run(None, dict(zip(names, args)))
-
-    return run
