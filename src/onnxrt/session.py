@@ -26,7 +26,7 @@ from onnxrt.compile.session_config import context_load, dump_context_model
 from onnxrt.ir.load import load_model
 from onnxrt.ir.graph import Graph
 from onnxrt.ir.shapes import typed_graph
-from onnxrt.passes import optimize_graph
+from onnxrt.passes import QDQ_RULES, optimize_graph
 from onnxrt.options import (ExecutionMode, GraphOptimizationLevel, RunOptions, SessionOptions,
                             check_session_options)
 from onnxrt.framework.kernel_lookup import KernelLookup
@@ -107,7 +107,12 @@ class InferenceSession:
         for ep in eps:
             level = min(level, int(getattr(ep, "max_graph_optimization_level", 99)))
         graph = typed_graph(self._loaded)
-        applied = optimize_graph(graph, level, self._disabled_optimizers, KernelLookup(eps))
+        disabled = self._disabled_optimizers
+        if so._config.get("session.disable_quant_qdq", "0") == "1":
+            # onnxruntime's switch: no QDQ fusion, and DequantizeLinear folds like any node
+            disabled = disabled | QDQ_RULES
+            graph.fold_dequantize = True
+        applied = optimize_graph(graph, level, disabled, KernelLookup(eps))
         if so.optimized_model_filepath:
             save_optimized_model(graph.to_model(), so)
         return graph, applied

@@ -300,3 +300,44 @@ def test_quantize_static_cnn_runs_on_integer_ops(tmp_path):
     want, = reference(m, feeds)
     out_scale = max(float(np.abs(want).max()) / 127, 1e-3)
     assert np.abs(got - want).max() <= 3 * out_scale
+
+
+def test_session_disable_quant_qdq_turns_the_fusion_off():
+    """onnxruntime's session.disable_quant_qdq: no QDQ fusion; the weight's DequantizeLinear
+    then folds (at the basic level too) and the rest runs as float, as onnxruntime runs it."""
+    b = QDQ()
+    a, _ = _act(b, (3, 16))
+    y = b.node("MatMul", [a, b.weight((16, 4), np.float32(0.01))])
+    m = b.model(b.q(y, 0.05), TP.UINT8)
+    with tempfile.TemporaryDirectory() as d:
+        so = ort.SessionOptions()
+        so.add_session_config_entry("session.disable_quant_qdq", "1")
+        so.optimized_model_filepath = os.path.join(d, "opt.onnx")
+        sess = ort.InferenceSession(m.SerializeToString(), so)
+        ops = collections.Counter(n.op_type for n in onnx.load(so.optimized_model_filepath)
+                                  .graph.node)
+    assert ops["QLinearMatMul"] == 0 and ops["MatMul"] == 1, dict(ops)
+    assert ops["DequantizeLinear"] == 1, dict(ops)      # the activation's; the weight's folded
+    got, = sess.run(None, b.feeds)
+    want, = reference(m, b.feeds)
+    assert np.abs(got.astype(np.int32) - want.astype(np.int32)).max() <= 1
+
+
+@pytest.mark.parametrize("switch, dq_left", [("0", 2), ("1", 1)])
+def test_disable_quant_qdq_folds_the_weight_dequantize_at_the_basic_level(switch, dq_left):
+    b = QDQ()
+    a, _ = _act(b, (3, 16))
+    y = b.node("MatMul", [a, b.weight((16, 4), np.float32(0.01))])
+    m = b.model(b.q(y, 0.05), TP.UINT8)
+    with tempfile.TemporaryDirectory() as d:
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        so.add_session_config_entry("session.disable_quant_qdq", switch)
+        so.optimized_model_filepath = os.path.join(d, "opt.onnx")
+        sess = ort.InferenceSession(m.SerializeToString(), so)
+        ops = collections.Counter(n.op_type for n in onnx.load(so.optimized_model_filepath)
+                                  .graph.node)
+    assert ops["DequantizeLinear"] == dq_left, dict(ops)
+    got, = sess.run(None, b.feeds)
+    want, = reference(m, b.feeds)
+    assert np.abs(got.astype(np.int32) - want.astype(np.int32)).max() <= 1

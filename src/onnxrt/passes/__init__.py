@@ -22,4 +22,8 @@ from __future__ import annotations
 
 from onnxrt.passes.pipeline import optimize, optimize_graph, rule_names
 
-__all__ = ["optimize", "optimize_graph", "rule_names"]
+__all__ = ["optimize", "optimize_graph", "rule_names", "QDQ_RULES"]
+
+# the rules session.disable_quant_qdq = 1 turns off (onnxruntime's QDQ transformers; the
+# dynamic-quantization fusions are not among them)
+QDQ_RULES = frozenset({"QDQSelectorActionTransformer"})

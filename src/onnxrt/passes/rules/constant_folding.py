@@ -40,9 +40,10 @@ _NOT_TENSOR = {"SequenceConstruct", "SequenceEmpty", "SequenceInsert", "Sequence
 def _foldable(g: Graph, n: onnx.NodeProto, known: set[str]) -> bool:
     if n.op_type in _NONDETERMINISTIC or n.op_type in _NOT_TENSOR:
         return False
-    if n.op_type == "DequantizeLinear":
+    if n.op_type == "DequantizeLinear" and not getattr(g, "fold_dequantize", False):
         # kept, as onnxruntime keeps it: the QDQ fusions read the quantized weight behind
-        # it (qdq_selector_action.py); dequantize_folding.py folds what they leave
+        # it (qdq_selector_action.py); dequantize_folding.py folds what they leave. Under
+        # session.disable_quant_qdq there is no QDQ fusion and it folds like any node
         return False
     if any(a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS) for a in n.attribute):
         return False
