@@ -5,6 +5,11 @@ added only where a consumer needs another layout (the group's edges, reshapes, m
 products). Convolutions take BatchNormalization folded into their weights, and unary
 activations and element-wise adds that follow them as post-ops. Constant weights are
 reordered once into the primitive's layout and shared between shapes (``WeightCache``).
+
+One module over ~600 lines: ``Program`` is one builder whose per-op methods (``_op_*``)
+all read and write the same state (the value table with each value's layout, the pending
+post-ops of the last primitive, the weight cache); split by op family they would be mixins
+over that state, no easier to read.
 """
 
 from __future__ import annotations
