@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Collection
 
 from onnxrt.framework.capability import Capability
 from onnxrt.framework.graph_view import GraphView, NodeView
 
-__all__ = ["group_nodes"]
+__all__ = ["group_nodes", "drop_groups_of"]
 
 
 def group_nodes(graph: GraphView, predicate: Callable[[NodeView], bool],
@@ -103,6 +103,24 @@ def group_nodes(graph: GraphView, predicate: Callable[[NodeView], bool],
             ms_sorted = sorted(ms, key=lambda i: order[i])
             out.append(Capability([by_id[i] for i in ms_sorted], fuse=True))
     return out
+
+
+def drop_groups_of(graph: GraphView, groups: list[Capability], ops: Collection[str],
+                   what: str) -> list[Capability]:
+    """``groups`` less those whose op types all lie in ``ops`` (data movement a compiled
+    engine gains nothing on); their nodes are declined as "its group <what> (<ops>): cheaper
+    to run here", which the placement report shows."""
+    by_id = {n.id: n for n in graph}
+    keep = []
+    for g in groups:
+        names = {by_id[i].op_type for i in g.nodes}
+        if names <= set(ops):
+            why = f"its group {what} ({', '.join(sorted(names))}): cheaper to run here"
+            for i in g.nodes:
+                graph.decline(by_id[i], why)
+            continue
+        keep.append(g)
+    return keep
 
 
 def _can_merge(a: list[int], b: list[int], ancestors: Callable[[int], frozenset[int]]) -> bool:

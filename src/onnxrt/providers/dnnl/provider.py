@@ -7,7 +7,7 @@ import threading
 from typing import Any, Callable, ClassVar
 
 from onnxrt.errors import InvalidArgument
-from onnxrt.framework.grouping import group_nodes
+from onnxrt.framework.grouping import drop_groups_of, group_nodes
 from onnxrt.framework.provider import ExecutionProvider, _truthy
 from onnxrt.providers.dnnl import library
 from onnxrt.providers.dnnl.support import LAYOUT_ONLY, why_not
@@ -75,17 +75,7 @@ class DnnlExecutionProvider(ExecutionProvider):
             if why:
                 graph.decline(n, why)
         groups = group_nodes(graph, lambda n: not verdict[n.id])
-        by_id = {n.id: n for n in graph}
-        keep = []
-        for g in groups:
-            ops = {by_id[i].op_type for i in g.nodes}
-            if ops <= LAYOUT_ONLY:
-                for i in g.nodes:
-                    graph.decline(by_id[i], "its group only moves data (" + ", ".join(
-                        sorted(ops)) + "): cheaper to run here")
-                continue
-            keep.append(g)
-        return keep
+        return drop_groups_of(graph, groups, LAYOUT_ONLY, "only moves data")
 
     # -- compiling -----------------------------------------------------------------------
     def compile(self, fused: Any) -> Callable[..., Any]:

@@ -10,7 +10,7 @@ from onnxrt.errors import CannotCompile
 from onnxrt.framework.devices import (VENDOR_IDS, DeviceSupport, OrtHardwareDevice,
                                       OrtHardwareDeviceType)
 from onnxrt.framework.provider import ExecutionProvider
-from onnxrt.framework.grouping import group_nodes
+from onnxrt.framework.grouping import drop_groups_of, group_nodes
 from onnxrt.providers.openvino import runtime
 from onnxrt.providers.openvino.options import DEFAULTS, check_against_devices, parse_options
 
@@ -102,17 +102,7 @@ class OpenVINOExecutionProvider(ExecutionProvider):
             if why:
                 graph.decline(n, why)
         groups = group_nodes(graph, lambda n: n.id in verdict and not verdict[n.id])
-        by_id = {n.id: n for n in graph}
-        keep = []
-        for g in groups:
-            ops = {by_id[i].op_type for i in g.nodes}
-            if ops <= _TRIVIAL:
-                for i in g.nodes:
-                    graph.decline(by_id[i], "its group moves no arithmetic ("
-                                  + ", ".join(sorted(ops)) + "): cheaper to run here")
-                continue
-            keep.append(g)
-        return keep
+        return drop_groups_of(graph, groups, _TRIVIAL, "moves no arithmetic")
 
     # -- compiling -----------------------------------------------------------------------
     def compile(self, fused: Any) -> Callable[..., Any]:

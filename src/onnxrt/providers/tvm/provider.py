@@ -8,7 +8,7 @@ import threading
 from typing import Any, Callable, ClassVar
 
 from onnxrt.errors import CannotCompile
-from onnxrt.framework.grouping import group_nodes
+from onnxrt.framework.grouping import drop_groups_of, group_nodes
 from onnxrt.framework.provider import ExecutionProvider
 from onnxrt.providers.tvm import runtime
 from onnxrt.providers.tvm.options import DEFAULTS, parse_options
@@ -69,17 +69,7 @@ class TVMExecutionProvider(ExecutionProvider):
             if why:
                 graph.decline(n, why)
         groups = group_nodes(graph, lambda n: not verdict[n.id])
-        by_id = {n.id: n for n in graph}
-        keep = []
-        for g in groups:
-            ops = {by_id[i].op_type for i in g.nodes}
-            if ops <= TRIVIAL:
-                for i in g.nodes:
-                    graph.decline(by_id[i], "its group moves no arithmetic ("
-                                  + ", ".join(sorted(ops)) + "): cheaper to run here")
-                continue
-            keep.append(g)
-        return keep
+        return drop_groups_of(graph, groups, TRIVIAL, "moves no arithmetic")
 
     # -- compiling -----------------------------------------------------------------------
     def compile(self, fused: Any) -> Callable[..., Any]:
