@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from onnxrt.providers.cpu import CPU
-from onnxrt.providers.cpu.rnn._common import _parse_activations
+from onnxrt.providers.cpu.rnn._common import _parse_activations, lstm_gates
 
 MS = "com.microsoft"
 
@@ -84,7 +84,7 @@ class AttnLSTM:
             ht = np.zeros((bsz, h), cdt) if initial_h is None else initial_h[d].astype(cdt)
             ct = np.zeros((bsz, h), cdt) if initial_c is None else initial_c[d].astype(cdt)
             attn = np.zeros((bsz, asz), cdt)
-            fa, ga, ha = self.acts[3 * d:3 * d + 3]
+            acts = self.acts[3 * d:3 * d + 3]
             steps = int(lens.max())
             for t in range(steps):
                 active = t < lens
@@ -93,16 +93,7 @@ class AttnLSTM:
                 g = xt @ wx.T + attn @ wa.T + ht @ rd.T + bias
                 if self.clip is not None:
                     g = np.clip(g, -self.clip, self.clip)
-                gi, go, gf, gc = g[:, :h], g[:, h:2 * h], g[:, 2 * h:3 * h], g[:, 3 * h:]
-                if peep is not None:
-                    gi = gi + peep[:h] * ct
-                    gf = gf + peep[2 * h:] * ct
-                i = fa(gi)
-                f = 1 - i if self.input_forget else fa(gf)
-                c_new = f * ct + i * ga(gc)
-                if peep is not None:
-                    go = go + peep[h:2 * h] * c_new
-                h_new = fa(go) * ha(c_new)
+                h_new, c_new = lstm_gates(g, ct, peep, acts, self.input_forget)
                 act = active[:, None]
                 ct = np.where(act, c_new, ct)
                 ht = np.where(act, h_new, ht)

@@ -19,7 +19,7 @@ import numpy as np
 from onnxrt.providers.cpu import CPU
 from onnxrt.providers.cpu.quant.linear import dynamic_quantize_linear
 from onnxrt.providers.cpu.quant.qmatmul import matmul_integer
-from onnxrt.providers.cpu.rnn._common import _parse_activations
+from onnxrt.providers.cpu.rnn._common import _parse_activations, lstm_gates
 
 MS = "com.microsoft"
 _F32 = np.float32
@@ -114,7 +114,7 @@ class DynamicQuantizeLSTM:
             xs = np.where((order >= 0)[..., None],
                           xf[np.clip(order, 0, s - 1), np.arange(bsz)[None, :]], 0)
             gx = quantized_product(xs.reshape(-1, isz), w[d], wz, ws).reshape(steps, bsz, 4 * h)
-            fa, ga, ha = self.acts[3 * d:3 * d + 3]
+            acts = self.acts[3 * d:3 * d + 3]
             for t in range(steps):
                 active = (t < lens)[:, None]
                 # a row's state joins the quantization range for one step after its sequence
@@ -123,17 +123,7 @@ class DynamicQuantizeLSTM:
                 g = gx[t] + quantized_product(hin, r[d], rz, rs) + bias
                 if self.clip is not None:
                     g = np.clip(g, -self.clip, self.clip)
-                gi, go, gf, gc = g[:, :h], g[:, h:2 * h], g[:, 2 * h:3 * h], g[:, 3 * h:]
-                if peep is not None:
-                    gi = gi + peep[:h] * ct
-                    gf = gf + peep[2 * h:] * ct
-                i = fa(gi)
-                f = 1 - i if self.input_forget else fa(gf)
-                c_new = f * ct + i * ga(gc)
-                if peep is not None:
-                    go = go + peep[h:2 * h] * c_new
-                o = fa(go)
-                h_new = o * ha(c_new)
+                h_new, c_new = lstm_gates(g, ct, peep, acts, self.input_forget)
                 ct = np.where(active, c_new, ct)
                 ht = np.where(active, h_new, ht)
                 for bi in range(bsz):

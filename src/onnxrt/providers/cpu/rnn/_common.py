@@ -20,7 +20,7 @@ from onnxrt.framework.kernel import NodeInfo
 from onnxrt.providers.cpu.nn.matmul import matmul
 from onnxrt.providers.cpu.rnn import compiled
 
-__all__ = ["RecurrentKernel", "sigmoid"]
+__all__ = ["RecurrentKernel", "lstm_gates", "sigmoid"]
 
 Act = Callable[[np.ndarray], np.ndarray]
 
@@ -86,6 +86,26 @@ def _parse_activations(names: list[str], alphas: list[float] | None,
             b = next(bi, b)
         out.append(((key, float(a), float(b)), make(float(a), float(b))))
     return out
+
+
+def lstm_gates(g: np.ndarray, c: np.ndarray, peep: np.ndarray | None, acts: list[Act],
+               input_forget: bool) -> tuple[np.ndarray, np.ndarray]:
+    """One LSTM step from its (B, 4H) pre-activations in ONNX's i, o, f, c gate order (clip
+    already applied): the new hidden and cell states. For the contrib LSTMs that run their
+    own NumPy time loop (AttnLSTM, DynamicQuantizeLSTM); ``acts`` is one direction's f, g,
+    h activations."""
+    h = g.shape[1] // 4
+    gi, go, gf, gc = g[:, :h], g[:, h:2 * h], g[:, 2 * h:3 * h], g[:, 3 * h:]
+    fa, ga, ha = acts
+    if peep is not None:
+        gi = gi + peep[:h] * c
+        gf = gf + peep[2 * h:] * c
+    i = fa(gi)
+    f = 1 - i if input_forget else fa(gf)
+    c_new = f * c + i * ga(gc)
+    if peep is not None:
+        go = go + peep[h:2 * h] * c_new
+    return fa(go) * ha(c_new), c_new
 
 
 def compute_dtype(dt: np.dtype) -> np.dtype:
