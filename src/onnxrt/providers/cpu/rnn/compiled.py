@@ -145,6 +145,21 @@ def _products(hs, rt, p, nb, ncols, active):
                 pr[j] += a0 * rk[j]
 
 
+def _step_time(b, s, d, lens, rev):
+    """The time index row ``b`` reads at step ``s`` of direction ``d`` (a reverse direction
+    walks each row's own length backwards)."""
+    return lens[b] - 1 - s if rev[d] else s
+
+
+def _gx_offset(b, s, d, lens, rev, batch_major, t_n, b_n, d_n, gh):
+    """Where row ``b``'s input projection for step ``s`` of direction ``d`` starts in the
+    flat gx: (T, B, D, G*H), or (B, T, D, G*H) when batch_major."""
+    t = _step_time(b, s, d, lens, rev)
+    if batch_major:
+        return ((b * t_n + t) * d_n + d) * gh
+    return ((t * b_n + b) * d_n + d) * gh
+
+
 def _recurrent_items(kind, gx, rt, rbh, peep, h0, c0, y, yh, yc, lens, rev, codes, alphas,
                      betas, clip, lbr, in_forget, has_peep, want_y, batch_major, fast, bs,
                      lo, hi):
@@ -194,12 +209,7 @@ def _recurrent_items(kind, gx, rt, rbh, peep, h0, c0, y, yh, yc, lens, rev, code
             for r in range(nb):
                 if not active[r]:
                     continue
-                b = b0 + r
-                t = lens[b] - 1 - s if rev[d] else s
-                if batch_major:
-                    xo = ((b * t_n + t) * d_n + d) * gh
-                else:
-                    xo = ((t * b_n + b) * d_n + d) * gh
+                xo = _gx_offset(b0 + r, s, d, lens, rev, batch_major, t_n, b_n, d_n, gh)
                 for j in range(ncols):
                     g[j] = p[r, j] + gx[xo + j]
                 if kind == 2:       # LSTM: gates i, o, f, c
@@ -257,12 +267,7 @@ def _recurrent_items(kind, gx, rt, rbh, peep, h0, c0, y, yh, yc, lens, rev, code
                 for r in range(nb):
                     if not active[r]:
                         continue
-                    b = b0 + r
-                    t = lens[b] - 1 - s if rev[d] else s
-                    if batch_major:
-                        xo = ((b * t_n + t) * d_n + d) * gh
-                    else:
-                        xo = ((t * b_n + b) * d_n + d) * gh
+                    xo = _gx_offset(b0 + r, s, d, lens, rev, batch_major, t_n, b_n, d_n, gh)
                     for j in range(2 * h_n):
                         g[j] = p[r, j]
                     for j in range(h_n):
@@ -274,7 +279,7 @@ def _recurrent_items(kind, gx, rt, rbh, peep, h0, c0, y, yh, yc, lens, rev, code
                     if not active[r]:
                         continue
                     b = b0 + r
-                    t = lens[b] - 1 - s if rev[d] else s
+                    t = _step_time(b, s, d, lens, rev)
                     if batch_major:
                         yo = ((b * t_n + t) * d_n + d) * h_n
                     else:
@@ -336,8 +341,9 @@ def kernel() -> Any:
     def build(numba: Any) -> Any:
         g = globals()
         g["_exp_nonpos"] = vmath.compiled()
-        for f in (_exp_neg_abs, _act, _clip, _products, _gru_finish):
-            g[f.__name__] = numba.njit(inline="always" if f is _clip else "never",
+        for f in (_exp_neg_abs, _act, _clip, _products, _gru_finish, _step_time, _gx_offset):
+            g[f.__name__] = numba.njit(inline="always" if f in (_clip, _step_time, _gx_offset)
+                                       else "never",
                                        error_model="numpy", fastmath={"contract"})(f)
         fn = jit._njit(numba, _recurrent_items, fastmath={"contract"})
         proj = jit._njit(numba, _project, fastmath={"contract"})
