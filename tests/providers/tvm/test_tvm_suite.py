@@ -13,12 +13,7 @@ import warnings
 
 import pytest
 
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
-    from onnx.backend.test.loader import load_node_model_tests
-
-from conformance.exclusions import EXCLUDED
-from oracle import assert_all_similar, normalize
+from providers.node_suite import check_node_case, missing_cases, node_cases
 from providers.tvm.tvmhelpers import needs_tvm, nodes_on, tvm_session
 
 pytestmark = needs_tvm
@@ -52,37 +47,21 @@ DECLINED: dict[str, str] = {
 }
 
 FULL = os.environ.get("ONNXRT_TVM_FULL_SUITE") == "1"
-_WANTED = None if FULL else {f"test_{n}" for n in REPRESENTATIVE + list(DECLINED)}
 
 
-def _cases():
-    for case in load_node_model_tests():
-        if case.name in EXCLUDED or (_WANTED is not None and case.name not in _WANTED):
-            continue
-        yield pytest.param(case, id=case.name)
+def _run(sess, feeds):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        return sess.run(None, feeds)
 
 
-@pytest.mark.parametrize("case", list(_cases()))
+@pytest.mark.parametrize("case", list(node_cases(REPRESENTATIVE, DECLINED, FULL)))
 def test_node_case_through_tvm(case):
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)    # a compile failure is a failure here
         sess = tvm_session(case.model)
-    short = case.name[len("test_"):]
-    if short in REPRESENTATIVE:
-        assert nodes_on(sess) > 0, sess.placement_report()
-    if short in DECLINED:
-        report = sess.placement_report()
-        assert DECLINED[short] in report, report
-    names = [i.name for i in case.model.graph.input]
-    out_names = [o.name for o in case.model.graph.output]
-    for inputs, refs in case.data_sets:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", UserWarning)
-            outs = sess.run(None, {n: normalize(v) for n, v in zip(names, inputs)})
-        assert_all_similar(refs, outs, case.rtol, case.atol, out_names)
+    check_node_case(case, sess, REPRESENTATIVE, DECLINED, nodes_on, _run)
 
 
 def test_every_representative_case_exists():
-    names = {c.name for c in load_node_model_tests()}
-    missing = [n for n in REPRESENTATIVE + list(DECLINED) if f"test_{n}" not in names]
-    assert not missing
+    assert not missing_cases(REPRESENTATIVE, DECLINED)
