@@ -134,8 +134,12 @@ class Graph:
         self.opset = self.opsets.get("", 1)
         self.input_names = {i.name for i in g.input}
         self.output_names = [o.name for o in g.output]
+        # edits pending on the node list (see ``nodes``): new nodes to put before a node,
+        # and nodes to drop, both by id (the dropped nodes held here, so no id is reused)
+        self._before: dict[int, list[onnx.NodeProto]] = {}
+        self._gone: dict[int, onnx.NodeProto] = {}
         # copies: passes edit nodes in place, and the caller's model must stay as it was
-        self.nodes: list[onnx.NodeProto] = [_copy(n) for n in g.node] if copy else list(g.node)
+        self.nodes = [_copy(n) for n in g.node] if copy else list(g.node)
         self._init_protos = {t.name: t for t in g.initializer}
         # initializers that are also graph inputs may be overridden (IR >= 4): never
         # constants; before IR 4 every initializer had to be listed as an input
@@ -221,6 +225,38 @@ class Graph:
         return self._names_cache
 
     # -- structure ------------------------------------------------------------------------
+    @property
+    def nodes(self) -> list[onnx.NodeProto]:
+        """The nodes in order. ``replace`` and ``remove`` only record their edits, applied
+        here in one walk when the list is next read: rewriting every list per edit made a
+        pass over a graph of N nodes cost N per fusion (densenet's 420 fusions: 0.25 s)."""
+        if self._before or self._gone:
+            out: list[onnx.NodeProto] = []
+            before, gone = self._before, self._gone
+            for n in self._nodes:
+                if id(n) not in before:
+                    if id(n) not in gone:
+                        out.append(n)
+                    continue
+                # new nodes go before their anchor, and may be anchors themselves
+                stack: list[tuple[onnx.NodeProto, bool]] = [(n, False)]
+                while stack:
+                    m, expanded = stack.pop()
+                    if expanded or id(m) not in before:
+                        if id(m) not in gone:
+                            out.append(m)
+                        continue
+                    stack.append((m, True))
+                    stack.extend((x, False) for x in reversed(before.pop(id(m))))
+            self._nodes = out
+            self._before, self._gone = {}, {}
+        return self._nodes
+
+    @nodes.setter
+    def nodes(self, value: list[onnx.NodeProto]) -> None:
+        self._nodes = value
+        self._before, self._gone = {}, {}
+
     def touch(self) -> None:
         self._dirty = True
 
@@ -291,8 +327,11 @@ class Graph:
 
     def remove(self, dead: Iterable[onnx.NodeProto]) -> None:
         dead = list(dead)
-        ids = {id(n) for n in dead}
-        self.nodes = [n for n in self.nodes if id(n) not in ids]
+        for n in dead:
+            self._gone[id(n)] = n
+        self._forget(dead)
+
+    def _forget(self, dead: list[onnx.NodeProto]) -> None:
         if self._dirty:
             return
         for n in dead:   # keep the index current (cheap: only the removed nodes' names)
@@ -310,16 +349,23 @@ class Graph:
                 new: onnx.NodeProto | list[onnx.NodeProto], at: onnx.NodeProto) -> None:
         """Remove ``dead`` and put ``new`` (one node or a list in order) where ``at`` was (the
         last node of the pattern, so every input of ``new`` is already produced there)."""
-        ids = {id(n) for n in dead}
         new = new if isinstance(new, list) else [new]
-        dead = [n for n in self.nodes if id(n) in ids]
-        out = []
-        for n in self.nodes:
-            if n is at:
-                out.extend(new)
-            out.append(n)
-        self.nodes = out
-        self.remove(dead)
+        dead = list(dead)
+        moved = {id(n) for n in new}
+        if any(id(n) in moved for n in dead) or any(i in self._gone for i in moved):
+            # a node that moves: drop and insert it at once, not by id
+            ids = {id(n) for n in dead}
+            out = []
+            for n in self.nodes:
+                if n is at:
+                    out.extend(new)
+                if id(n) not in ids:
+                    out.append(n)
+            self.nodes = out
+            self._forget(dead)
+        else:
+            self._before.setdefault(id(at), []).extend(new)
+            self.remove(dead)
         if self._dirty:
             return
         for n in new:   # index the new nodes (outer-scope reads of subgraphs: rebuild)
