@@ -92,8 +92,8 @@ def test_conv_weight_not_constant_and_fp16():
 @pytest.mark.parametrize("layout", ["cf", "cl"])
 @pytest.mark.parametrize("xs,ws,attrs", [c for c in CONV_CASES if c[1][1] == 1])
 def test_depthwise_layouts(monkeypatch, layout, xs, ws, attrs):
-    from onnxrt.providers.cpu.nn import conv
-    monkeypatch.setattr(conv, "_DW_FORCE", layout)
+    from onnxrt.providers.cpu.nn import conv_numpy
+    monkeypatch.setattr(conv_numpy, "_DW_FORCE", layout)
     x = RNG.standard_normal(xs).astype(np.float32)
     w = RNG.standard_normal(ws).astype(np.float32)
     node = helper.make_node("Conv", ["x", "w"], ["y"], **attrs)
@@ -101,8 +101,8 @@ def test_depthwise_layouts(monkeypatch, layout, xs, ws, attrs):
 
 
 def test_conv_banded_im2col(monkeypatch):
-    from onnxrt.providers.cpu.nn import conv
-    monkeypatch.setattr(conv, "_COLS_LIMIT", 4096)
+    from onnxrt.providers.cpu.nn import conv_numpy
+    monkeypatch.setattr(conv_numpy, "_COLS_LIMIT", 4096)
     x = RNG.standard_normal((2, 5, 23, 9)).astype(np.float32)
     w = RNG.standard_normal((4, 5, 3, 3)).astype(np.float32)
     node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1], strides=[2, 1])
@@ -210,11 +210,11 @@ def test_conv_fused_epilogue(monkeypatch, xs, ws, attrs, with_z, banded):
     import types
 
     from onnxrt.providers.cpu.contrib.fused import activation_fn
-    from onnxrt.providers.cpu.nn import conv
+    from onnxrt.providers.cpu.nn import conv, conv_numpy
 
     if banded:
-        monkeypatch.setattr(conv, "_COLS_LIMIT", 4096)
-        monkeypatch.setattr(conv, "_MIN_COLS", 8)
+        monkeypatch.setattr(conv_numpy, "_COLS_LIMIT", 4096)
+        monkeypatch.setattr(conv_numpy, "_MIN_COLS", 8)
     x = RNG.standard_normal(xs).astype(np.float32)
     w = RNG.standard_normal(ws).astype(np.float32)
     b = RNG.standard_normal(ws[0]).astype(np.float32)
