@@ -162,12 +162,17 @@ def _mul(a, za, sa, b, zb, sb, sc, zc):
     return p.astype(_F32) * (sa * sb / sc) + _F32(zc)
 
 
-@CPU.kernel("QLinearAdd", since=1, domain=MS)
-def qlinear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale,
-                c_zero_point=None):
+@CPU.kernel("QLinearAdd", since=1, domain=MS, needs_node=True)
+class QLinearAdd:
     """C = (A_scale (A - A_zp) + B_scale (B - B_zp)) / C_scale + C_zp, broadcasting."""
-    return _binary("QLinearAdd", _add, a, a_scale, a_zero_point, b, b_scale, b_zero_point,
-                   c_scale, c_zero_point)
+
+    def __init__(self, node: Any) -> None:
+        elementwise.prepare()       # compiled (or loaded) now: a run never compiles
+
+    def __call__(self, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale,
+                 c_zero_point=None):
+        return _binary("QLinearAdd", _add, a, a_scale, a_zero_point, b, b_scale,
+                       b_zero_point, c_scale, c_zero_point)
 
 
 @CPU.kernel("QLinearMul", since=1, domain=MS)

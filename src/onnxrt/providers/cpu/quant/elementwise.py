@@ -11,7 +11,7 @@ import numpy as np
 
 from onnxrt.providers.cpu.nn import jit
 
-__all__ = ["add"]
+__all__ = ["add", "prepare"]
 
 _SLOT: list[Any] = []
 
@@ -19,16 +19,13 @@ _SLOT: list[Any] = []
 def _add(a, b, ra, rb, fixed, lo, hi, out):
     # no fused multiply-add: numba compiles without fast-math, so each float32 step
     # rounds as NumPy's does
-    af = a.reshape(-1)
-    bf = b.reshape(-1)
-    of = out.reshape(-1)
-    for i in range(af.size):
-        v = fixed + np.float32(af[i]) * ra
-        v = v + np.float32(bf[i]) * rb
+    for i in range(a.size):
+        v = fixed + np.float32(a[i]) * ra
+        v = v + np.float32(b[i]) * rb
         v = np.rint(v)
         v = lo if v < lo else v
         v = hi if v > hi else v
-        of[i] = np.int32(v)
+        out[i] = np.int32(v)
 
 
 def _build(numba: Any) -> Any:
@@ -38,6 +35,11 @@ def _build(numba: Any) -> Any:
         fn(z, z, np.float32(1), np.float32(1), np.float32(0), np.float32(0), np.float32(1),
            np.empty(3, dt))
     return fn
+
+
+def prepare() -> None:
+    """Compile (or load from numba's cache) the kernel now, at session creation."""
+    jit.compile_once(_SLOT, _build)
 
 
 def add(a: np.ndarray, b: np.ndarray, ra: np.float32, rb: np.float32, fixed: np.float32,
@@ -50,6 +52,8 @@ def add(a: np.ndarray, b: np.ndarray, ra: np.float32, rb: np.float32, fixed: np.
     if fn is None:
         return None
     out = np.empty(a.shape, a.dtype)
-    fn(np.ascontiguousarray(a), np.ascontiguousarray(b), np.float32(ra), np.float32(rb),
-       np.float32(fixed), np.float32(lo), np.float32(hi), out)
+    # flat, contiguous operands: the one signature _build compiled (a run never compiles)
+    fn(np.ascontiguousarray(a).reshape(-1), np.ascontiguousarray(b).reshape(-1),
+       np.float32(ra), np.float32(rb), np.float32(fixed), np.float32(lo), np.float32(hi),
+       out.reshape(-1))
     return out
