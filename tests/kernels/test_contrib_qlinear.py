@@ -27,7 +27,8 @@ def _z(v, dt):
 @pytest.mark.parametrize("dt", Q8)
 @pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
 @pytest.mark.parametrize("shapes", [((2, 3, 8), (2, 3, 8)), ((2, 3, 8), (8,)),
-                                    ((4, 1), (1, 5))])
+                                    ((4, 1), (1, 5)),
+                                    ((2, 8, 9, 11), (2, 8, 9, 11))])   # compiled QLinearAdd
 def test_qlinear_binary(dt, op, shapes):
     zp = (3, 130, 120) if dt == np.uint8 else (-5, 2, -1)
     scales = (0.05, 0.02, 0.08) if op == "QLinearAdd" else (0.05, 0.04, 0.3)
@@ -36,6 +37,29 @@ def test_qlinear_binary(dt, op, shapes):
            ("cs", _s(scales[2])), ("cz", _z(zp[2], dt))]
     ref, got = both(op, ins, consts=("as", "az", "bs", "bz", "cs", "cz"))
     assert_q_close(ref[0], got[0])
+
+
+@pytest.mark.parametrize("dt", Q8)
+def test_qlinear_add_compiled_matches_numpy_formula(dt):
+    """The compiled same-shape QLinearAdd against the NumPy formula it replaces, bit for
+    bit: every pair of codes, scales whose sums fall on ties and past both ends."""
+    from onnxrt.providers.cpu.contrib import qlinear
+    from onnxrt.providers.cpu.quant import elementwise
+    from onnxrt.providers.cpu.quant._common import int_range
+
+    codes = np.arange(256, dtype=np.uint8).view(dt)
+    a, b = np.meshgrid(codes, codes)
+    lo, hi = int_range(dt)
+    for sa, sb, sc, za, zb, zc in ((0.5, 0.25, 0.5, 3, -2, 1), (0.05, 0.02, 0.08, 7, 9, -4),
+                                   (1.0, 1.0, 0.5, 0, 0, 0)):
+        za, zb, zc = (v + (128 if dt == np.uint8 else 0) for v in (za, zb, zc))
+        ra, rb = np.float32(sa) / np.float32(sc), np.float32(sb) / np.float32(sc)
+        fixed = np.float32(zc) - (ra * np.float32(za) + rb * np.float32(zb))
+        got = elementwise.add(a, b, ra, rb, fixed, lo, hi)
+        assert got is not None, "the compiled kernel did not run"
+        ref = np.clip(np.rint(qlinear._add(a, za, np.float32(sa), b, zb, np.float32(sb),
+                                           np.float32(sc), zc)), lo, hi).astype(dt)
+        np.testing.assert_array_equal(got, ref)
 
 
 @pytest.mark.parametrize("dt", Q8)

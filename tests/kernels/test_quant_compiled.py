@@ -82,6 +82,13 @@ CONVS = [
     ((1, 4, 10, 13), (8, 3, 3), 4, (2, 2), (1, 1, 1, 1), (1, 1)),      # depthwise, 2 each
     ((1, 6, 11, 8), (9, 3, 3), 3, (1, 2), (0, 1, 2, 0), (1, 2)),       # grouped
     ((1, 40, 6, 6), (36, 3, 3), 1, (1, 1), (1, 1, 1, 1), (1, 1)),      # K = 360: several pairs
+    # a first layer: K = 147 (odd), 16-pixel panels inside one output row and across two
+    ((1, 3, 40, 37), (16, 7, 7), 1, (2, 2), (3, 3, 3, 3), (1, 1)),
+    # 1x1 with padding: the padded rows make a panel's pixels one stride apart across rows
+    ((1, 6, 9, 9), (10, 1, 1), 1, (1, 1), (1, 1, 1, 1), (1, 1)),
+    ((1, 5, 7, 30), (7, 3, 3), 1, (1, 1), (1, 1, 1, 1), (1, 2)),      # dilated columns
+    ((1, 4, 50, 48), (4, 5, 5), 4, (1, 1), (2, 2, 2, 2), (1, 1)),     # depthwise, 25 taps, big
+    ((1, 3, 47, 45), (6, 2, 2), 3, (2, 2), (0, 0, 1, 1), (1, 1)),     # depthwise, 4 taps, s 2
 ]
 
 

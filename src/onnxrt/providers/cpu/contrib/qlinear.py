@@ -4,8 +4,9 @@ per-tensor scale and zero point (what onnxruntime's QOperator quantization emits
 Each op follows onnxruntime's CPU arithmetic: the unary ops and the concatenation go through
 a 256-entry table (dequantize every code, apply the function in float32, quantize by
 division, round half to even, saturate); the binary ops and the average pools dequantize in
-float32 and quantize once; the global average pool sums in int32 and requantizes. The
-integer paths are plain NumPy for now: each is one function a compiled kernel can replace.
+float32 and quantize once; the global average pool sums in int32 and requantizes.
+QLinearAdd of two operands of one shape runs compiled (quant/elementwise.py); the other
+paths are plain NumPy: each is one function a compiled kernel can replace.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 
 from onnxrt.providers.cpu import CPU
 from onnxrt.providers.cpu.nn.pool import average_pool, max_pool
+from onnxrt.providers.cpu.quant import elementwise
 from onnxrt.providers.cpu.quant._common import int_range
 
 MS = "com.microsoft"
@@ -134,8 +136,13 @@ def _binary(op: str, combine: Any, a, a_scale, a_zp, b, b_scale, b_zp, c_scale, 
     sa, za = _F32(scalar(a_scale, "A_scale", op)), int(scalar(a_zp, "A_zero_point", op))
     sb, zb = _F32(scalar(b_scale, "B_scale", op)), int(scalar(b_zp, "B_zero_point", op))
     sc, zc = _F32(scalar(c_scale, "C_scale", op)), int(scalar(c_zp, "C_zero_point", op))
-    v = np.rint(combine(a, za, sa, b, zb, sb, sc, zc))
     lo, hi = int_range(a.dtype)
+    if combine is _add:
+        ra, rb = sa / sc, sb / sc
+        y = elementwise.add(a, b, ra, rb, _F32(zc) - (ra * _F32(za) + rb * _F32(zb)), lo, hi)
+        if y is not None:
+            return y
+    v = np.rint(combine(a, za, sa, b, zb, sb, sc, zc))
     return np.clip(v, lo, hi).astype(a.dtype)
 
 
@@ -155,12 +162,17 @@ def _mul(a, za, sa, b, zb, sb, sc, zc):
     return p.astype(_F32) * (sa * sb / sc) + _F32(zc)
 
 
-@CPU.kernel("QLinearAdd", since=1, domain=MS)
-def qlinear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale,
-                c_zero_point=None):
+@CPU.kernel("QLinearAdd", since=1, domain=MS, needs_node=True)
+class QLinearAdd:
     """C = (A_scale (A - A_zp) + B_scale (B - B_zp)) / C_scale + C_zp, broadcasting."""
-    return _binary("QLinearAdd", _add, a, a_scale, a_zero_point, b, b_scale, b_zero_point,
-                   c_scale, c_zero_point)
+
+    def __init__(self, node: Any) -> None:
+        elementwise.prepare()       # compiled (or loaded) now: a run never compiles
+
+    def __call__(self, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale,
+                 c_zero_point=None):
+        return _binary("QLinearAdd", _add, a, a_scale, a_zero_point, b, b_scale,
+                       b_zero_point, c_scale, c_zero_point)
 
 
 @CPU.kernel("QLinearMul", since=1, domain=MS)

@@ -58,7 +58,10 @@ def _emit(tile, r_n, c_n, out, orow, ocol, mode, per_col, scale, s_r, ibias, b_r
     MODE_INT the sums (+ ibias), MODE_FLOAT float32(acc + ibias) * scale + fbias, MODE_QUANT
     rint(float32(acc + ibias) * scale) + zp saturated to [qlo, qhi]. Parameters are per
     column (``per_col``: arrays of the output's width) or per row (index row * stride:
-    stride 0 for one value); the loops are split so that each vectorizes."""
+    stride 0 for one value); the loops are split so that each vectorizes. numba types
+    int32 + int32 as int64, whose conversion to float has no AVX2 vector form: the sums
+    are narrowed back to int32 (as onnxruntime adds them) before the float conversion, or
+    the loops stay scalar (4x slower)."""
     for i in range(r_n):
         ri = orow + i
         o = out[ri, ocol:ocol + c_n]
@@ -72,10 +75,10 @@ def _emit(tile, r_n, c_n, out, orow, ocol, mode, per_col, scale, s_r, ibias, b_r
                     o[j] = t[j] + iv[j]
             elif mode == 1:
                 for j in range(c_n):
-                    o[j] = np.float32(t[j] + iv[j]) * sv[j] + fv[j]
+                    o[j] = np.float32(np.int32(t[j] + iv[j])) * sv[j] + fv[j]
             else:
                 for j in range(c_n):
-                    v = np.rint(np.float32(t[j] + iv[j]) * sv[j]) + zp
+                    v = np.rint(np.float32(np.int32(t[j] + iv[j])) * sv[j]) + zp
                     o[j] = np.int32(min(max(v, qlo), qhi))
         else:
             _emit_row(t, c_n, o, mode, scale[ri * s_r], ibias[ri * b_r], fbias[ri * f_r], zp,
@@ -89,10 +92,10 @@ def _emit_row(t, c_n, o, mode, sc, ib, fb, zp, qlo, qhi):
             o[j] = t[j] + ib
     elif mode == 1:
         for j in range(c_n):
-            o[j] = np.float32(t[j] + ib) * sc + fb
+            o[j] = np.float32(np.int32(t[j] + ib)) * sc + fb
     else:
         for j in range(c_n):
-            v = np.rint(np.float32(t[j] + ib) * sc) + zp
+            v = np.rint(np.float32(np.int32(t[j] + ib)) * sc) + zp
             o[j] = np.int32(min(max(v, qlo), qhi))
 
 
@@ -133,7 +136,7 @@ def _pack_rows(a, za, z_r, out):
             out[i, j] = np.int16(a[i, j]) - z
 
 
-def _im2col_band(x, img, c0, xz, cg, hh, ww, kh_n, kw_n, sh, sw, dh, dw, ph, pw, ow_n, p_n,
+def _im2col_band(x, xpad, img, c0, xz, cg, hh, ww, kh_n, kw_n, sh, sw, dh, dw, ph, pw, ow_n, p_n,
                  q0, q1, kp, buf):
     """Panels of the conv's shifted input for output pixels q0..q1-1 (a whole number of
     16-pixel panels from q0), channels c0..c0+cg-1 of image img of x (N, C, H, W): buf
@@ -159,38 +162,46 @@ def _im2col_band(x, img, c0, xz, cg, hh, ww, kh_n, kw_n, sh, sw, dh, dw, ph, pw,
             for t in range(n_in, n_q):
                 buf[t >> 4, kq, ((t & 15) << 1) + half] = 0
         return
-    ih0 = np.empty(n_q, np.int64)
-    iw0 = np.empty(n_q, np.int64)
+    # the padded, shifted copy xpad (N, C, H + pads, W + pads) int16: no bounds checks;
+    # K taken in pairs, each pair one 32-value run of the panel. K past k_n and pixels
+    # past p_n read any value: the weight's padding is 0 and those outputs are not written
+    hp, wp = xpad.shape[2], xpad.shape[3]
+    xf = xpad[img].reshape(-1)
+    n_in = min(n_q, p_n - q0)
+    po = np.empty(n_q, np.int64)
     for t in range(n_q):
-        q = q0 + t
+        q = q0 + min(t, n_in - 1)
         oh = q // ow_n
-        ow = q - oh * ow_n
-        ih0[t] = oh * sh - ph
-        iw0[t] = ow * sw - pw
-    for kk in range(kp):
-        half = kk & 1
-        kq = kk >> 1
-        if kk >= k_n:
-            for t in range(n_q):
-                buf[t >> 4, kq, ((t & 15) << 1) + half] = 0
-            continue
+        po[t] = (oh * sh) * wp + (q - oh * ow_n) * sw
+    ko = np.zeros(kp, np.int64)
+    for kk in range(k_n):
         c = kk // taps
         r = kk - c * taps
         ki = r // kw_n
-        kj = r - ki * kw_n
-        offh = ki * dh
-        offw = kj * dw
-        for t in range(n_q):
-            v = np.int16(0)
-            if q0 + t < p_n:
-                ih = ih0[t] + offh
-                iw = iw0[t] + offw
-                if ih >= 0 and ih < hh and iw >= 0 and iw < ww:
-                    v = np.int16(x[img, c0 + c, ih, iw]) - xz
-            buf[t >> 4, kq, ((t & 15) << 1) + half] = v
+        ko[kk] = (c0 + c) * hp * wp + ki * dh * wp + (r - ki * kw_n) * dw
+    for p in range(n_q >> 4):
+        b = po[p * 16]
+        # the panel's 16 pixels one stride apart in xpad (one output row, mostly): two
+        # strided runs interleaved, which vectorizes; else one gather per value
+        even = po[p * 16 + 15] - b == 15 * sw
+        for kq in range(kp // 2):
+            dst = buf[p, kq]
+            if even:
+                s0 = xf[b + ko[2 * kq]:b + ko[2 * kq] + 15 * sw + 1:sw]
+                s1 = xf[b + ko[2 * kq + 1]:b + ko[2 * kq + 1] + 15 * sw + 1:sw]
+                for u in range(16):
+                    dst[2 * u] = s0[u]
+                    dst[2 * u + 1] = s1[u]
+            else:
+                k0 = ko[2 * kq]
+                k1 = ko[2 * kq + 1]
+                for u in range(16):
+                    o = po[p * 16 + u]
+                    dst[2 * u] = xf[o + k0]
+                    dst[2 * u + 1] = xf[o + k1]
 
 
-def _conv_items(x, w16, xz, geo, m_g, groups, p_n, ow_n, band, out, mode, scale, s_r, ibias,
+def _conv_items(x, xpad, w16, xz, geo, m_g, groups, p_n, ow_n, band, out, mode, scale, s_r, ibias,
                 b_r, fbias, f_r, zp, qlo, qhi, lo, hi):
     """Items lo..hi-1 = (image, group, band of 16*band output pixels) of a 2-D conv:
     im2col of the band into panels (in cache), then every 4-row block of the group's
@@ -210,7 +221,7 @@ def _conv_items(x, w16, xz, geo, m_g, groups, p_n, ow_n, band, out, mode, scale,
         bd = rest - g * n_band
         q0 = bd * band * 16
         q1 = min(q0 + band * 16, -(-p_n // 16) * 16)
-        _im2col_band(x, img, g * cg, xz, cg, hh, ww, kh_n, kw_n, sh, sw, dh, dw, ph, pw, ow_n,
+        _im2col_band(x, xpad, img, g * cg, xz, cg, hh, ww, kh_n, kw_n, sh, sw, dh, dw, ph, pw, ow_n,
                      p_n, q0, q1, kp, buf)
         n_pan = (q1 - q0) // 16
         wb = w16[g].ctypes.data
@@ -220,6 +231,9 @@ def _conv_items(x, w16, xz, geo, m_g, groups, p_n, ow_n, band, out, mode, scale,
                 _tile4(wb + i * kp * 2, kp, bb + p * kp2 * 64, kp2, tb + p * 64, band * 16)
             _emit(tile, min(4, m_g - i), min(n_pan * 16, p_n - q0), o2, g * m_g + i, q0, mode,
                   False, scale, s_r, ibias, b_r, fbias, f_r, zp, qlo, qhi)
+
+
+_DW_BLOCK = 2048
 
 
 def _dw_items(x, w16, xz, geo, mult, out, mode, scale, s_r, ibias, b_r, fbias, f_r, zp, qlo,
@@ -277,18 +291,40 @@ def _dw_items(x, w16, xz, geo, mult, out, mode, scale, s_r, ibias, b_r, fbias, f
                             seg = xr[j0 + off:j1 + off]
                             for j in range(j1 - j0):
                                 row[j0 + j] = np.int16(seg[j]) - xz
+                        elif sw == 2:
+                            # a constant stride: the loads vectorize as an interleaved group
+                            for j in range(j0, j1):
+                                row[j] = np.int16(xr[2 * j + off]) - xz
                         else:
                             for j in range(j0, j1):
                                 row[j] = np.int16(xr[j * sw + off]) - xz
                         for j in range(j1, qw_n):
                             row[j] = 0
-        for i in range(length):
-            acc[i] = 0
-        for t in range(taps):
-            wv = np.int32(w16[m, t])
-            seg = buf[toff[t]:toff[t] + length]
-            for i in range(length):
-                acc[i] += np.int32(seg[i]) * wv
+        # blocks of the plane small enough for L1, three taps a pass: the sums stay in
+        # cache across the taps instead of a pass over the whole plane per tap
+        for i0 in range(0, length, _DW_BLOCK):
+            n_i = min(_DW_BLOCK, length - i0)
+            a = acc[i0:i0 + n_i]
+            for i in range(n_i):
+                a[i] = 0
+            t = 0
+            while t + 3 <= taps:
+                w0 = np.int32(w16[m, t])
+                w1 = np.int32(w16[m, t + 1])
+                w2 = np.int32(w16[m, t + 2])
+                s0 = buf[toff[t] + i0:toff[t] + i0 + n_i]
+                s1 = buf[toff[t + 1] + i0:toff[t + 1] + i0 + n_i]
+                s2 = buf[toff[t + 2] + i0:toff[t + 2] + i0 + n_i]
+                for i in range(n_i):
+                    a[i] += np.int32(np.int32(s0[i]) * w0 + np.int32(s1[i]) * w1 +
+                                     np.int32(s2[i]) * w2)
+                t += 3
+            while t < taps:
+                w0 = np.int32(w16[m, t])
+                s0 = buf[toff[t] + i0:toff[t] + i0 + n_i]
+                for i in range(n_i):
+                    a[i] += np.int32(np.int32(s0[i]) * w0)
+                t += 1
         orows = out[img, m]
         sc = scale[m * s_r]
         ib = ibias[m * b_r]
@@ -621,7 +657,13 @@ def conv2d(x: np.ndarray, xz: int, pw: PackedConvW, dil: list[int], st: list[int
         items = n * pw.group * n_band
     out = np.empty((n, pw.m, p_n), epi.out_dtype)
     geo = (pw.cg, hh, ww, kh, kw, st[0], st[1], dil[0], dil[1], pads[0], pads[1])
-    pool.for_ranges(k["conv"], (x, pw.rows, np.int16(xz), geo, pw.m // pw.group, pw.group,
+    if kh * kw == 1 and st == [1, 1] and not any(pads):
+        xpad = np.zeros((1, 1, 1, 1), np.int16)     # the 1x1 path reads x itself
+    else:
+        xpad = np.zeros((n, c, hh + pads[0] + pads[2], ww + pads[1] + pads[3]), np.int16)
+        np.subtract(x, np.int16(xz), out=xpad[:, :, pads[0]:pads[0] + hh,
+                                                pads[1]:pads[1] + ww], dtype=np.int16)
+    pool.for_ranges(k["conv"], (x, xpad, pw.rows, np.int16(xz), geo, pw.m // pw.group, pw.group,
                                 p_n, ow, band, out, epi.mode) + ep, items, spread)
     return out.reshape((n, pw.m, oh, ow) if spatial_out == 2 else (n, pw.m, ow))
 
