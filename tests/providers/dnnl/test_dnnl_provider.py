@@ -179,3 +179,26 @@ def test_num_of_threads_is_applied():
     assert sess.get_provider_options()[DNNL]["num_of_threads"] == "1"
     x = RNG.standard_normal((2, 3, 8, 8)).astype(np.float32)
     assert_close(sess.run(["Y"], {"X": x}), reference(m, {"X": x})[:1])
+
+
+@needs_dnnl
+def test_a_group_onednn_cannot_build_is_listed_under_the_cpu_provider(monkeypatch):
+    """A group whose program fails to build runs on the host kernels; the assignment info
+    lists its nodes under the CPU provider, as the placement report and the stats say."""
+    from onnxrt.providers.dnnl import compiled
+
+    def refuse(*args, **kwargs):
+        raise NotImplementedError("no mapping here")
+
+    monkeypatch.setattr(compiled, "Program", refuse)
+    m = _cnn()
+    sess = ort.InferenceSession(m.SerializeToString(), providers=[DNNL, CPU])
+    assert nodes_on(sess) == 4                  # claimed, not built yet
+    x = RNG.standard_normal((2, 3, 8, 8)).astype(np.float32)
+    with pytest.warns(UserWarning, match="no mapping here"):
+        got = sess.run(["Y"], {"X": x})
+    assert_close(got, reference(m, {"X": x})[:1])
+    assert nodes_on(sess) == 0
+    assert nodes_on(sess, CPU) == 5
+    assert sess.get_provider_stats()[DNNL]["host_fallback_groups"] == 1
+    assert "on CPUExecutionProvider at 1 input shape(s)" in sess.placement_report()

@@ -46,6 +46,11 @@ class CompiledGroup:
                 self.programs[key] = prog
         return prog
 
+    def native_shapes(self) -> int:
+        """How many input-shape combinations so far run as oneDNN programs (the placement
+        answers list a group that has none under the host provider that runs it)."""
+        return len(self.programs) - len(self.fallbacks)
+
     def __call__(self, *args: Any) -> list[np.ndarray]:
         key = tuple(tuple(int(d) for d in np.shape(a)) for a in args)
         prog = self._program(key)
