@@ -85,6 +85,55 @@ class CnnOps:
                         (L.ARG_DST, dst)] + extra)
         self.vals[out] = Val(dst, dmd, yshape)
 
+    def _op_ConvTranspose(self, n: onnx.NodeProto, a: dict[str, Any]) -> None:
+        """oneDNN's deconvolution; ONNX's (C_in, C_out / group, k...) weights regrouped as
+        its (group, C_out / group, C_in / group, k...). output_padding and explicit pads
+        become the end padding that gives ONNX's output size (negative where
+        output_padding exceeds the end pad)."""
+        lib = self.lib
+        x = self.vals[n.input[0]]
+        w = self.consts[n.input[1]].astype(np.float32)
+        g = int(a.get("group", 1))
+        cin, cout_g, kern = w.shape[0], w.shape[1], list(w.shape[2:])
+        b = self.consts[n.input[2]].astype(np.float32) if len(n.input) > 2 and n.input[2] \
+            else np.zeros(cout_g * g, np.float32)
+        nd = len(kern)
+        wg = w.reshape((g, cin // g, cout_g) + tuple(kern)).swapaxes(1, 2)
+        wshape = wg.shape if g > 1 else wg.shape[1:]
+        strides = list(a.get("strides", [1] * nd))
+        dil = list(a.get("dilations", [1] * nd))
+        pads = list(a.get("pads", [0] * (2 * nd)))
+        pl = pads[:nd]
+        yfull = self.shape[n.output[0]]
+        pr = [(h - 1) * s + (k - 1) * d + 1 - p - o for h, s, k, d, p, o in
+              zip(x.shape[2:], strides, kern, dil, pl, yfull[2:])]
+        key = f"{n.input[1]}|deconv"
+        bmd = lib.md_strided(b.shape)
+        for binary in (True, False):
+            chain = self._post_ops(n.output[0], binary)
+            pd = ctypes.c_void_p()
+            try:
+                lib.call("dnnl_deconvolution_forward_primitive_desc_create", ctypes.byref(pd),
+                         lib.engine, L.FORWARD_INFERENCE, L.DECONV_DIRECT,
+                         lib.md_any(x.shape), lib.md_any(wshape), bmd,
+                         lib.md_any(self.shape[chain[2]]), L.dims(strides),
+                         L.dims([d - 1 for d in dil]), L.dims(pl), L.dims(pr),
+                         lib.attr(chain[0]))
+                break
+            except L.DnnlError:
+                if not binary or not chain[0]:
+                    raise
+        post, extra, out, taken = chain
+        self.done.update(id(t) for t in taken)
+        src = self._as(x, lib.query_md(pd, L.Q_SRC_MD))
+        wmem = self._weight(key, np.ascontiguousarray(wg.reshape(wshape)),
+                            lib.query_md(pd, L.Q_WEIGHTS_MD))
+        bmem = self._weight(key + "|bias", b, bmd)
+        dst, dmd = self._dst(pd)
+        self._step(pd, [(L.ARG_SRC, src), (L.ARG_WEIGHTS, wmem), (L.ARG_BIAS, bmem),
+                        (L.ARG_DST, dst)] + extra)
+        self.vals[out] = Val(dst, dmd, self.shape[out])
+
     def _single_user(self, value: str, op: str) -> onnx.NodeProto | None:
         users = self.consumers.get(value, [])
         if value in self.outputs or len(users) != 1 or users[0].op_type != op:

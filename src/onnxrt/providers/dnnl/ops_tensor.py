@@ -29,20 +29,66 @@ class TensorOps:
     done: set[int]
 
     def _eltwise(self, n: onnx.NodeProto, alg: int, alpha: float, beta: float) -> None:
+        self._eltwise_on(self.vals[n.input[0]], n.output[0], alg, alpha, beta)
+
+    def _eltwise_on(self, x: Val, out: str, alg: int, alpha: float, beta: float) -> None:
+        """``out`` = one eltwise primitive over ``x``, in ``x``'s layout."""
         lib = self.lib
-        x = self.vals[n.input[0]]
         pd = ctypes.c_void_p()
         lib.call("dnnl_eltwise_forward_primitive_desc_create", ctypes.byref(pd), lib.engine,
                  L.FORWARD_INFERENCE, alg, x.md, x.md, ctypes.c_float(alpha),
                  ctypes.c_float(beta), None)
         dst, dmd = self._dst(pd)
         self._step(pd, [(L.ARG_SRC, x.mem), (L.ARG_DST, dst)])
-        self.vals[n.output[0]] = Val(dst, dmd, self.shape[n.output[0]])
+        self.vals[out] = Val(dst, dmd, self.shape[out])
+
+    def _gelu(self, g: Any) -> None:
+        """A GELU written out (patterns.py) as one gelu_erf eltwise."""
+        self._eltwise_on(self._in(g.x), g.y, L.ELTWISE["gelu_erf"], 0.0, 0.0)
+        self.done.update(id(m) for m in g.nodes)
+
+    def _op_LayerNormalization(self, n: onnx.NodeProto, a: dict[str, Any]) -> None:
+        """Normalized over the axes from ``axis`` on, as oneDNN's layer normalization over
+        the last axis of a (rows, features) view."""
+        lib = self.lib
+        x = self._in(n.input[0])
+        axis = int(a.get("axis", -1)) % len(x.shape)
+        feat = int(np.prod(x.shape[axis:]))
+        src = self._reshaped(x, (int(np.prod(x.shape[:axis])), feat))
+        scale = np.broadcast_to(self.consts[n.input[1]].astype(np.float32),
+                                x.shape[axis:]).reshape(-1)
+        shift = np.broadcast_to(self.consts[n.input[2]].astype(np.float32),
+                                x.shape[axis:]).reshape(-1) \
+            if len(n.input) > 2 and n.input[2] else np.zeros(feat, np.float32)
+        pd = ctypes.c_void_p()
+        lib.call("dnnl_layer_normalization_forward_primitive_desc_create", ctypes.byref(pd),
+                 lib.engine, L.FORWARD_INFERENCE, src.md, src.md, None,
+                 ctypes.c_float(a.get("epsilon", 1e-5)), L.USE_SCALE | L.USE_SHIFT, None)
+        md = lib.md_strided((feat,))
+        key = f"ln:{n.input[1]}:{n.input[2] if len(n.input) > 2 else ''}:{feat}"
+        dst, dmd = self._dst(pd)
+        args = [(L.ARG_SRC, src.mem), (L.ARG_DST, dst),
+                (L.ARG_SCALE, self._weight(key + "|s", scale, md)),
+                (L.ARG_SHIFT, self._weight(key + "|b", shift, md))]
+        for arg in (L.ARG_MEAN, L.ARG_VARIANCE):
+            # statistics are scratch at inference; an implementation may still ask for them
+            smd = lib.query_md(pd, L.Q_EXEC_ARG_MD, arg)
+            if smd is not None and lib.md_size(smd):
+                args.append((arg, lib.memory(smd)))
+        self._step(pd, args)
+        out = n.output[0]
+        v = Val(dst, dmd, src.shape)
+        self.vals[out] = self._reshaped(v, self.shape[out])
 
     def _op_binary(self, n: onnx.NodeProto, a: dict[str, Any]) -> None:
         lib = self.lib
         out = n.output[0]
         yshape = self.shape[out]
+        for value in n.input:
+            lin = self._linear(n, value) if value not in self.consts else None
+            if lin is not None:    # by a constant scalar: alpha * x + beta
+                self._eltwise_on(self._in(value), out, L.ELTWISE["linear"], *lin)
+                return
         pc = self._per_channel(n)
         if pc is not None:
             self._affine(n, *pc)
@@ -124,7 +170,17 @@ class TensorOps:
                 bias: np.ndarray | None, key: str) -> None:
         """``x @ w (+ bias)`` with matmul; ``w`` a constant (reordered once) or a value."""
         lib = self.lib
-        post, extra, out, taken = self._post_ops(n.output[0])
+        start = n.output[0]
+        bias_key = key + "|bias"
+        if bias is None:
+            # an Add of a constant row after it (a linear layer's bias): the matmul's bias
+            add = self._next(start, "Add")
+            row = self._row_const(add, start) if add is not None else None
+            if row is not None:
+                bias, bias_key = row
+                self.done.add(id(add))
+                start = add.output[0]
+        post, extra, out, taken = self._post_ops(start)
         self.done.update(id(t) for t in taken)
         yshape = self.shape[out]
         nd = len(yshape)
@@ -152,9 +208,23 @@ class TensorOps:
         dst, dmd = self._dst(pd)
         args = [(L.ARG_SRC, src.mem), (L.ARG_WEIGHTS, wmem), (L.ARG_DST, dst)]
         if bias is not None:
-            args.append((L.ARG_BIAS, self._weight(key + "|bias", bias, bmd)))
+            args.append((L.ARG_BIAS, self._weight(bias_key, bias, bmd)))
         self._step(pd, args + extra)
         self.vals[out] = Val(dst, dmd, yshape)
+
+    def _row_const(self, add: onnx.NodeProto, value: str) -> tuple[np.ndarray, str] | None:
+        """The constant ``add`` adds to ``value`` as a (N,) row and its cache key, where it
+        varies along the last axis only and does not grow the shape; else None."""
+        if len(add.input) != 2 or add.input[0] == add.input[1]:
+            return None
+        other = add.input[1] if add.input[0] == value else add.input[0]
+        c = self.consts.get(other)
+        shape = self.shape.get(value)
+        if c is None or shape is None or c.ndim > len(shape) or c.ndim == 0 or \
+                c.shape[-1] != shape[-1] or c.size != shape[-1] or \
+                self.shape.get(add.output[0]) != shape:
+            return None
+        return c.reshape(-1).astype(np.float32), f"bias:{other}"
 
     def _op_MatMul(self, n: onnx.NodeProto, a: dict[str, Any]) -> None:
         x = self.vals.get(n.input[0]) or self._in(n.input[0])
@@ -205,6 +275,24 @@ class TensorOps:
         mem = lib.memory(md)
         self._reorder(view, view_md, mem, md)
         self.vals[n.output[0]] = Val(mem, md, yshape)
+
+    def _op_Split(self, n: onnx.NodeProto, a: dict[str, Any]) -> None:
+        """Each part one reorder from a block of the input's buffer (a sub-memory)."""
+        lib = self.lib
+        x = self._in(n.input[0])
+        axis = int(a.get("axis", 0)) % len(x.shape)
+        at = 0
+        for o in n.output:
+            shape = self.shape[o]
+            if o:
+                offsets = [0] * len(shape)
+                offsets[axis] = at
+                sub = lib.md_sub(x.md, shape, offsets)
+                md = lib.md_strided(shape)
+                mem = lib.memory(md)
+                self._reorder(self._view(x, sub), sub, mem, md)
+                self.vals[o] = Val(mem, md, shape)
+            at += shape[axis]
 
     def _op_unary(self, n: onnx.NodeProto, a: dict[str, Any]) -> None:
         alg, alpha, beta = unary(n, self.consts)

@@ -26,6 +26,7 @@ from onnxrt.providers.dnnl import library as L
 from onnxrt.providers.dnnl.nodeattrs import BINARY_ALG, UNARY, attrs, unary
 from onnxrt.providers.dnnl.ops_cnn import CnnOps
 from onnxrt.providers.dnnl.ops_tensor import TensorOps
+from onnxrt.providers.dnnl.patterns import Gelu, Nodes, match_gelu_erf
 from onnxrt.providers.dnnl.values import Val, WeightCache
 
 __all__ = ["Program", "WeightCache", "infer_shapes"]
@@ -87,8 +88,16 @@ class Program(CnnOps, TensorOps):
             self.vals[name] = v
             self.inputs.append(v)
         self.done: set[int] = set()
+        # GELUs written out (patterns.py), by their input value and by their first node
+        self.gelus = self._find_gelus()
+        order = {id(n): i for i, n in enumerate(fused.nodes)}
+        gelu_at = {id(min(g.nodes, key=lambda m: order[id(m)])): g
+                   for g in self.gelus.values()}
         for n in fused.nodes:
             if id(n) in self.done:
+                continue
+            if id(n) in gelu_at:
+                self._gelu(gelu_at[id(n)])
                 continue
             handler = getattr(self, "_op_" + n.op_type, None)
             if handler is None:
@@ -101,6 +110,23 @@ class Program(CnnOps, TensorOps):
             mem = lib.memory(md, None)
             self._reorder(v.mem, v.md, mem, md)
             self.out_mems.append((mem, v.shape))
+
+    def _scalar(self, name: str) -> float | None:
+        c = self.consts.get(name)
+        return float(c.reshape(())) if c is not None and c.size == 1 else None
+
+    def _find_gelus(self) -> dict[str, Gelu]:
+        producer = {o: n for n in self.fused.nodes for o in n.output if o}
+        g = Nodes(producer.get, lambda v: self.consumers.get(v, []), self._scalar,
+                  lambda n: list(n.input), lambda n: list(n.output))
+        out: dict[str, Gelu] = {}
+        for n in self.fused.nodes:
+            m = match_gelu_erf(g, n) if n.op_type == "Erf" else None
+            # every value but the last one stays inside the group
+            if m is not None and not any(o in self.outputs for k in m.nodes for o in k.output
+                                         if o != m.y):
+                out[m.x] = m
+        return out
 
     # -- running ---------------------------------------------------------------------------
     def run(self, args: tuple[np.ndarray, ...]) -> list[np.ndarray]:
@@ -213,11 +239,20 @@ class Program(CnnOps, TensorOps):
         extra: list[tuple[int, Any]] = []
         taken: list[onnx.NodeProto] = []
         while out not in self.outputs:
+            gelu = self.gelus.get(out)
+            if gelu is not None and not any(id(m) in self.done for m in gelu.nodes):
+                ops.append(("eltwise", L.ELTWISE["gelu_erf"], 0.0, 0.0))
+                taken.extend(gelu.nodes)
+                out = gelu.y
+                continue
             users = self.consumers.get(out, [])
             if len(users) != 1:
                 break
             n = users[0]
-            if n.op_type in UNARY:
+            lin = self._linear(n, out)
+            if lin is not None:
+                ops.append(("eltwise", L.ELTWISE["linear"], *lin))
+            elif n.op_type in UNARY:
                 alg, a, b = unary(n, self.consts)
                 ops.append(("eltwise", alg, a, b))
             elif binary and n.op_type in ("Add", "Sum", "Mul") and len(n.input) == 2 and \
@@ -233,3 +268,22 @@ class Program(CnnOps, TensorOps):
             taken.append(n)
             out = n.output[0]
         return ops, extra, out, taken
+
+    def _linear(self, n: onnx.NodeProto, value: str) -> tuple[float, float] | None:
+        """``n`` as alpha * value + beta where it adds, subtracts, multiplies or divides
+        ``value`` by a constant scalar (oneDNN's ``linear`` eltwise); else None."""
+        if n.op_type not in ("Add", "Sub", "Mul", "Div") or len(n.input) != 2 or \
+                n.input[0] == n.input[1] or self.shape.get(n.output[0]) != \
+                self.shape.get(value):
+            return None
+        first = n.input[0] == value
+        k = self._scalar(n.input[1] if first else n.input[0])
+        if k is None:
+            return None
+        if n.op_type == "Add":
+            return 1.0, k
+        if n.op_type == "Mul":
+            return k, 0.0
+        if n.op_type == "Sub":
+            return (1.0, -k) if first else (-1.0, k)
+        return (1.0 / k, 0.0) if first and k != 0 else None
