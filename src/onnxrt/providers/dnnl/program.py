@@ -229,12 +229,14 @@ class Program(CnnOps, TensorOps):
         self.vals[name] = Val(mem, md, self.shape[name])
 
     # -- post-op chains ----------------------------------------------------------------------
-    def _post_ops(self, out: str, binary: bool = True
+    def _post_ops(self, out: str, binary: bool = True,
+                  flat: tuple[int, ...] | None = None
                   ) -> tuple[list[tuple[Any, ...]], list[tuple[int, Any]], str,
                              list[onnx.NodeProto]]:
         """Unary activations and (with ``binary``) same-shape adds/muls after ``out``, as
         post-ops: the post-op list, the extra execution arguments, the value the chain
-        ends in and the nodes it takes (the caller marks them done)."""
+        ends in and the nodes it takes (the caller marks them done). ``flat``: the shape
+        the primitive sees its output as (binary operands are read as plain views of it)."""
         ops: list[tuple[Any, ...]] = []
         extra: list[tuple[int, Any]] = []
         taken: list[onnx.NodeProto] = []
@@ -261,6 +263,8 @@ class Program(CnnOps, TensorOps):
                 ov = self.vals.get(other)
                 if ov is None or ov.shape != self.shape.get(out):
                     break
+                if flat is not None:
+                    ov = self._reshaped(ov, flat)
                 ops.append(("binary", L.BINARY[BINARY_ALG[n.op_type]], ov.md))
                 extra.append((L.ARG_POST_OP_SRC1(len(ops) - 1), ov.mem))
             else:
