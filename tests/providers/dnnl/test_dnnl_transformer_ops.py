@@ -232,3 +232,29 @@ def test_two_layer_gpt2_matches_onnxruntime():
     on_cpu = {n.op_type for sg in sess.get_provider_graph_assignment_info()
               if sg.ep_name != DNNL for n in sg.get_nodes()}
     assert on_cpu == {"Gather", "Where"}, report
+
+
+@pytest.mark.parametrize("after_linear", [False, True])
+def test_gelu_tanh_written_out(after_linear):
+    """GPT-2's 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))): one gelu_tanh (a
+    post-op after a linear layer)."""
+    x = "h" if after_linear else "X"
+    nodes = [helper.make_node("Pow", [x, "three"], ["p"]),
+             helper.make_node("Mul", ["p", "c"], ["m"]),
+             helper.make_node("Add", [x, "m"], ["a"]),
+             helper.make_node("Mul", ["a", "k"], ["s"]),
+             helper.make_node("Tanh", ["s"], ["t"]),
+             helper.make_node("Add", ["t", "one"], ["o"]),
+             helper.make_node("Mul", [x, "half"], ["hx"]),
+             helper.make_node("Mul", ["hx", "o"], ["Y"])]
+    inits = [("three", np.array(3.0, np.float32)), ("c", np.array(0.044715, np.float32)),
+             ("k", np.array(0.7978845608, np.float32)), ("one", np.array(1.0, np.float32)),
+             ("half", np.array(0.5, np.float32))]
+    if after_linear:
+        nodes = [helper.make_node("MatMul", ["X", "W"], ["mm"]),
+                 helper.make_node("Add", ["mm", "B"], ["h"])] + nodes
+        inits += [("W", rand(16, 24)), ("B", rand(24))]
+    m = model(nodes, [("X", [5, 16] if after_linear else [5, 24])], ["Y"], inits)
+    sess = check(m, {"X": rand(5, 16 if after_linear else 24, lo=-3, hi=3)})
+    steps = sum(len(p.steps) for p in _programs(sess))
+    assert steps == 2      # one primitive (the eltwise, or the product with its post-op)

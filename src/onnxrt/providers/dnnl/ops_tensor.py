@@ -43,8 +43,8 @@ class TensorOps:
         self.vals[out] = Val(dst, dmd, self.shape[out])
 
     def _gelu(self, g: Any) -> None:
-        """A GELU written out (patterns.py) as one gelu_erf eltwise."""
-        self._eltwise_on(self._in(g.x), g.y, L.ELTWISE["gelu_erf"], 0.0, 0.0)
+        """A GELU written out (patterns.py) as one gelu_erf or gelu_tanh eltwise."""
+        self._eltwise_on(self._in(g.x), g.y, L.ELTWISE[g.alg], 0.0, 0.0)
         self.done.update(id(m) for m in g.nodes)
 
     def _op_LayerNormalization(self, n: onnx.NodeProto, a: dict[str, Any]) -> None:

@@ -1,6 +1,6 @@
 """Subgraphs the oneDNN provider runs as one primitive: GELU written out with Erf,
 x * 0.5 * (1 + erf(x / sqrt(2))), as exporters write it at opsets without a Gelu op, is
-oneDNN's ``gelu_erf`` eltwise. The graph passes that fuse it into com.microsoft Gelu run
+oneDNN's ``gelu_erf`` eltwise, and its tanh form (GPT-2's) ``gelu_tanh``. The graph passes that fuse it into com.microsoft Gelu run
 only at the extended level, which sessions with this provider do not reach.
 
 The matcher works on both the partitioner's node views (to claim Erf only inside the
@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
-__all__ = ["Nodes", "Gelu", "match_gelu_erf"]
+__all__ = ["Nodes", "Gelu", "match_gelu_erf", "match_gelu_tanh", "match_gelu"]
 
 
 @dataclass
@@ -31,7 +31,8 @@ class Nodes:
 class Gelu:
     x: str              # the input
     y: str              # the value the pattern ends in
-    nodes: list[Any]    # its nodes (Div or Mul, Erf, Add, two Muls)
+    nodes: list[Any]    # its nodes
+    alg: str            # oneDNN's eltwise algorithm: gelu_erf or gelu_tanh
 
 
 def _near(v: float | None, want: float) -> bool:
@@ -48,6 +49,13 @@ def _other(g: Nodes, n: Any, value: str) -> str | None:
     if len(ins) != 2 or ins[0] == ins[1] or value not in ins:
         return None
     return ins[1] if ins[0] == value else ins[0]
+
+
+def match_gelu(g: Nodes, n: Any) -> Gelu | None:
+    """The GELU pattern around an Erf or Tanh node, or None."""
+    if n.op_type == "Erf":
+        return match_gelu_erf(g, n)
+    return match_gelu_tanh(g, n) if n.op_type == "Tanh" else None
 
 
 def match_gelu_erf(g: Nodes, erf: Any) -> Gelu | None:
@@ -67,8 +75,50 @@ def match_gelu_erf(g: Nodes, erf: Any) -> Gelu | None:
         x = a1
     else:
         return None
-    add = _only(g, g.outs(erf)[0], "Add")
-    if add is None or not _near(g.scalar(_other(g, add, g.outs(erf)[0]) or ""), 1.0):
+    tail = _tail(g, x, g.outs(erf)[0])
+    return None if tail is None else Gelu(x, tail[0], [d, erf] + tail[1], "gelu_erf")
+
+
+def match_gelu_tanh(g: Nodes, tanh: Any) -> Gelu | None:
+    """0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))) around ``tanh`` (x^3 as
+    Pow(x, 3)), with the tails ``match_gelu_erf`` accepts; or None."""
+    if tanh.op_type != "Tanh":
+        return None
+    s = g.producer(g.ins(tanh)[0])
+    if s is None or s.op_type != "Mul" or len(g.consumers(g.outs(s)[0])) != 1:
+        return None
+    k = math.sqrt(2 / math.pi)
+    a = _other_const(g, s, k)
+    add = g.producer(a) if a is not None else None
+    if add is None or add.op_type != "Add" or len(g.consumers(a)) != 1:
+        return None
+    for x, cube in (g.ins(add)[:2], g.ins(add)[1::-1]):
+        m = g.producer(cube)
+        p = g.producer(_other_const(g, m, 0.044715) or "") if m is not None and \
+            m.op_type == "Mul" and len(g.consumers(cube)) == 1 else None
+        if p is not None and p.op_type == "Pow" and g.ins(p)[0] == x and \
+                _near(g.scalar(g.ins(p)[1]), 3.0) and len(g.consumers(g.outs(p)[0])) == 1:
+            tail = _tail(g, x, g.outs(tanh)[0])
+            if tail is not None:
+                return Gelu(x, tail[0], [p, m, add, s, tanh] + tail[1], "gelu_tanh")
+    return None
+
+
+def _other_const(g: Nodes, n: Any, want: float) -> str | None:
+    """The input of two-input ``n`` that is not the constant ``want``, if one is."""
+    ins = g.ins(n)
+    if len(ins) != 2:
+        return None
+    if _near(g.scalar(ins[1]), want):
+        return ins[0]
+    return ins[1] if _near(g.scalar(ins[0]), want) else None
+
+
+def _tail(g: Nodes, x: str, inner: str) -> tuple[str, list[Any]] | None:
+    """1 + ``inner`` times x times 0.5, in the orders exporters write: the value it ends
+    in and its nodes."""
+    add = _only(g, inner, "Add")
+    if add is None or not _near(g.scalar(_other(g, add, inner) or ""), 1.0):
         return None
     m1 = _only(g, g.outs(add)[0], "Mul")
     if m1 is None:
@@ -76,7 +126,6 @@ def match_gelu_erf(g: Nodes, erf: Any) -> Gelu | None:
     other = _other(g, m1, g.outs(add)[0])
     if other is None:
         return None
-    nodes = [d, erf, add]
     if other == x or _near(g.scalar(other), 0.5):
         m2 = _only(g, g.outs(m1)[0], "Mul")
         want = 0.5 if other == x else None
@@ -84,11 +133,11 @@ def match_gelu_erf(g: Nodes, erf: Any) -> Gelu | None:
         if last is None or (want is not None and not _near(g.scalar(last), want)) or \
                 (want is None and last != x):
             return None
-        return Gelu(x, g.outs(m2)[0], nodes + [m1, m2])
+        return g.outs(m2)[0], [add, m1, m2]
     h = g.producer(other)
     if h is None or h.op_type != "Mul" or len(g.consumers(other)) != 1:
         return None
     half = _other(g, h, x)
     if half is None or not _near(g.scalar(half), 0.5):
         return None
-    return Gelu(x, g.outs(m1)[0], nodes + [h, m1])
+    return g.outs(m1)[0], [add, h, m1]

@@ -26,7 +26,7 @@ from onnxrt.providers.dnnl import library as L
 from onnxrt.providers.dnnl.nodeattrs import BINARY_ALG, UNARY, attrs, unary
 from onnxrt.providers.dnnl.ops_cnn import CnnOps
 from onnxrt.providers.dnnl.ops_tensor import TensorOps
-from onnxrt.providers.dnnl.patterns import Gelu, Nodes, match_gelu_erf
+from onnxrt.providers.dnnl.patterns import Gelu, Nodes, match_gelu
 from onnxrt.providers.dnnl.values import Val, WeightCache
 
 __all__ = ["Program", "WeightCache", "infer_shapes"]
@@ -121,7 +121,7 @@ class Program(CnnOps, TensorOps):
                   lambda n: list(n.input), lambda n: list(n.output))
         out: dict[str, Gelu] = {}
         for n in self.fused.nodes:
-            m = match_gelu_erf(g, n) if n.op_type == "Erf" else None
+            m = match_gelu(g, n) if n.op_type in ("Erf", "Tanh") else None
             # every value but the last one stays inside the group
             if m is not None and not any(o in self.outputs for k in m.nodes for o in k.output
                                          if o != m.y):
@@ -243,7 +243,7 @@ class Program(CnnOps, TensorOps):
         while out not in self.outputs:
             gelu = self.gelus.get(out)
             if gelu is not None and not any(id(m) in self.done for m in gelu.nodes):
-                ops.append(("eltwise", L.ELTWISE["gelu_erf"], 0.0, 0.0))
+                ops.append(("eltwise", L.ELTWISE[gelu.alg], 0.0, 0.0))
                 taken.extend(gelu.nodes)
                 out = gelu.y
                 continue
