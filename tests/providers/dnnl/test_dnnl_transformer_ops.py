@@ -258,3 +258,37 @@ def test_gelu_tanh_written_out(after_linear):
     sess = check(m, {"X": rand(5, 16 if after_linear else 24, lo=-3, hi=3)})
     steps = sum(len(p.steps) for p in _programs(sess))
     assert steps == 2      # one primitive (the eltwise, or the product with its post-op)
+
+
+def test_reshape_to_a_target_computed_at_run_time():
+    """MatMul -> Reshape(target from Shape/Gather/Concat on the CPU) -> Transpose: the
+    Reshape runs on DNNL, one program per combination of input shapes and target values."""
+    from onnx import TensorProto
+
+    nodes = [helper.make_node("MatMul", ["X", "W"], ["mm"]),
+             helper.make_node("Shape", ["X"], ["shp"]),
+             helper.make_node("Gather", ["shp", "i01"], ["bs"], axis=0),
+             helper.make_node("Concat", ["bs", "tail"], ["target"], axis=0),
+             helper.make_node("Reshape", ["mm", "target"], ["r"]),
+             helper.make_node("Transpose", ["r"], ["Y"], perm=[0, 2, 1, 3])]
+    g = helper.make_graph(
+        nodes, "t", [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["B", "S", 8])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)],
+        [_init(rand(8, 12), "W"), _init(np.array([0, 1], np.int64), "i01"),
+         _init(np.array([3, 4], np.int64), "tail")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    sess = dnnl_session(m)
+    report = sess.placement_report()
+    rows = {line.split()[1]: line for line in report.splitlines() if line.startswith("<")}
+    assert DNNL in rows["Reshape-14"] and DNNL in rows["MatMul-13"], report
+    for shape in ((2, 5, 8), (1, 3, 8), (2, 5, 8)):
+        x = rand(*shape)
+        assert_close(sess.run(None, {"X": x}), reference(m, {"X": x}))
+    groups = [grp.compiled for grp in sess._partition.groups]
+    assert [len(c.programs) for c in groups] == [2]
+
+
+def _init(arr, name):
+    from onnx import numpy_helper
+
+    return numpy_helper.from_array(arr, name)

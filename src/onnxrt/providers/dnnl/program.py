@@ -32,13 +32,20 @@ from onnxrt.providers.dnnl.values import Val, WeightCache
 __all__ = ["Program", "WeightCache", "infer_shapes"]
 
 
-def infer_shapes(fused: Any, shapes: list[tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
-    """Every value's static shape for these input shapes (ONNX shape inference; big
-    constants enter as shaped inputs so they are not copied into the model)."""
+def infer_shapes(fused: Any, shapes: list[tuple[int, ...]],
+                 values: dict[str, np.ndarray] | None = None) -> dict[str, tuple[int, ...]]:
+    """Every value's static shape for these input shapes and the integer inputs' ``values``
+    (ONNX shape inference with data propagation; big constants enter as shaped inputs so
+    they are not copied into the model)."""
+    values = values or {}
     g = onnx.GraphProto()
     g.node.extend(fused.nodes)
     for name, shp in zip(fused.inputs, shapes):
-        g.input.append(helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, list(shp)))
+        if name in values:
+            g.initializer.append(numpy_helper.from_array(values[name], name))
+        else:
+            g.input.append(helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT,
+                                                         list(shp)))
     for name, arr in fused.constants.items():
         arr = np.asarray(arr)
         if arr.size <= 64 or arr.dtype.kind in "iu":
@@ -65,12 +72,15 @@ class Program(CnnOps, TensorOps):
     """Builds the primitives for ``fused`` at ``shapes`` and runs them."""
 
     def __init__(self, lib: L.Dnnl, fused: Any, shapes: list[tuple[int, ...]],
-                 weights: WeightCache) -> None:
+                 weights: WeightCache, values: dict[str, np.ndarray] | None = None) -> None:
+        """``values``: the integer inputs (computed Reshape targets), constants here."""
         self.lib = lib
         self.fused = fused
         self.weights = weights
-        self.shape = infer_shapes(fused, shapes)
+        values = values or {}
+        self.shape = infer_shapes(fused, shapes, values)
         self.consts = {k: np.asarray(v) for k, v in fused.constants.items()}
+        self.consts.update(values)
         self.keep: list[Any] = []          # arrays and ctypes objects the primitives use
         self.steps: list[tuple[Any, int, Any]] = []
         self.vals: dict[str, Val] = {}
@@ -81,8 +91,11 @@ class Program(CnnOps, TensorOps):
                 if i:
                     self.consumers.setdefault(i, []).append(n)
         self.outputs = set(fused.outputs)
-        self.inputs: list[Val] = []
+        self.inputs: list[Val | None] = []
         for name, shp in zip(fused.inputs, shapes):
+            if name in values:
+                self.inputs.append(None)
+                continue
             md = lib.md_strided(shp)
             v = Val(lib.memory(md, None), md, tuple(shp), is_input=True)
             self.vals[name] = v
@@ -131,10 +144,13 @@ class Program(CnnOps, TensorOps):
     # -- running ---------------------------------------------------------------------------
     def run(self, args: tuple[np.ndarray, ...]) -> list[np.ndarray]:
         lib = self.lib
-        feeds = [np.ascontiguousarray(a, dtype=np.float32) for a in args]
+        feeds = [None if v is None else np.ascontiguousarray(a, dtype=np.float32)
+                 for v, a in zip(self.inputs, args)]
         outs = [np.empty(shape, np.float32) for _, shape in self.out_mems]
         with self.lock:   # the intermediate buffers belong to the program
             for v, a in zip(self.inputs, feeds):
+                if v is None:       # an integer input, read when the program was built
+                    continue
                 ptr = a.ctypes.data
                 lib.set_handle(v.mem, ptr)
                 for m in v.aliases:

@@ -175,8 +175,11 @@ def _lrn(node: Any, graph: Any) -> str:
 
 
 def _shape_input(node: Any, graph: Any) -> str:
-    if len(node.inputs) > 1 and node.inputs[1] and not graph.is_constant(node.inputs[1]):
-        return "its shape / axes / split input is computed at run time"
+    # a Reshape's computed target is read when its program is built (compiled.py keys the
+    # programs by the integer inputs' values too)
+    if len(node.inputs) > 1 and node.inputs[1] and not graph.is_constant(node.inputs[1]) \
+            and node.op_type != "Reshape":
+        return "its axes / split input is computed at run time"
     if node.op_type == "Reshape" and node.attributes.get("allowzero", 0):
         return "allowzero 1"
     return ""
