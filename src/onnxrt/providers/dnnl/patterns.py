@@ -1,9 +1,10 @@
 """Subgraphs the oneDNN provider runs as one primitive: GELU written out with Erf,
 x * 0.5 * (1 + erf(x / sqrt(2))), as exporters write it at opsets without a Gelu op, is
-oneDNN's ``gelu_erf`` eltwise, and its tanh form (GPT-2's) ``gelu_tanh``. The graph passes that fuse it into com.microsoft Gelu run
-only at the extended level, which sessions with this provider do not reach.
+oneDNN's ``gelu_erf`` eltwise, and its tanh form (GPT-2's) ``gelu_tanh``. The graph passes
+that fuse them into com.microsoft Gelu run only at the extended level, which sessions with
+this provider do not reach.
 
-The matcher works on both the partitioner's node views (to claim Erf only inside the
+The matchers work on both the partitioner's node views (to claim Erf only inside the
 pattern) and the program's NodeProtos, through the small ``Nodes`` adapter."""
 
 from __future__ import annotations

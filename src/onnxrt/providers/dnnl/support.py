@@ -231,8 +231,8 @@ def _binary(node: Any, graph: Any) -> str:
     a, b = list(a), list(b)
     if _covers(a, b):
         return ""
-    if node.op_type == "Sub" and graph.is_constant(node.inputs[0]) and \
-            _scalar(graph, node.inputs[0]) is not None:
+    if node.op_type == "Sub" and _scalar(graph, node.inputs[0]) is not None and \
+            len(a) <= len(b):
         return ""          # k - x: a linear eltwise
     if node.op_type in ("Sub", "Div"):
         return "its first input broadcasts (oneDNN broadcasts only the second)"
