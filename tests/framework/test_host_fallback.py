@@ -64,6 +64,15 @@ def shape_model(custom: bool = False):
     return h.make_model(g, opset_imports=ops)
 
 
+def assignment(sess):
+    """(provider, node names) per subgraph of get_provider_graph_assignment_info."""
+    return [(sg.ep_name, [n.name for n in sg.get_nodes()])
+            for sg in sess.get_provider_graph_assignment_info()]
+
+
+NODES = ["relu", "mul", "shape", "prod", "reshape"]
+
+
 def reference(x):
     return ReferenceEvaluator(shape_model()).run(None, {"x": x})[0]
 
@@ -78,6 +87,7 @@ def test_a_refused_shape_runs_on_the_host_and_is_reported():
     (y2,) = sess.run(None, {"x": x_of(2)})
     np.testing.assert_allclose(y2, reference(x_of(2)), rtol=1e-6)
     assert "run on the host" not in sess.placement_report()
+    assert assignment(sess) == [(FAKE, NODES)]
     with pytest.warns(UserWarning, match=r"could not compile it at input shapes x\[3, 4\]"):
         (y3,) = sess.run(None, {"x": x_of(3)})
     np.testing.assert_allclose(y3, reference(x_of(3)), rtol=1e-6)
@@ -89,6 +99,9 @@ def test_a_refused_shape_runs_on_the_host_and_is_reported():
         "shape(s)]" in report
     stats = sess.get_provider_stats()[FAKE]
     assert stats["host_fallback_shapes"] == 1 and stats["host_fallback_groups"] == 1
+    # compiled at one shape, on the host at another: the group on both, its nodes one by
+    # one under the CPU provider as onnxruntime lists kernel-based nodes
+    assert assignment(sess) == [(FAKE, NODES)] + [(CPU, [n]) for n in NODES]
     # decided once per shape: no second compile, no second record, no second warning
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -156,6 +169,15 @@ def test_a_group_refused_at_creation_runs_on_the_host_and_is_reported():
             f"shape: ran on {CPU}: this engine takes no Reshape") in sess.placement_report()
     stats = sess.get_provider_stats()[name]
     assert stats["host_fallback_groups"] == 1 and stats["host_fallback_shapes"] == 1
+    # it never runs on the provider that declined it: listed under the CPU provider only
+    assert assignment(sess) == [(CPU, [n]) for n in NODES]
+
+
+def test_a_group_refused_at_its_only_shape_is_listed_under_the_host():
+    sess = ort.InferenceSession(shape_model().SerializeToString(), providers=[Refusing(), CPU])
+    with pytest.warns(UserWarning, match="could not compile"):
+        sess.run(None, {"x": x_of(3)})
+    assert assignment(sess) == [(CPU, [n]) for n in NODES]
 
 
 def test_a_group_refused_at_creation_with_error_on_failure_fails_the_session():

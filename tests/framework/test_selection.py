@@ -141,12 +141,20 @@ def test_vendor_made_provider_first_then_name(only):
 
 
 def test_default_policy_in_this_environment():
-    # installed providers (OpenVINO, the test plugin's entry point) are not libraries the
-    # application registered: DEFAULT stays on the CPU provider; PREFER_CPU takes
-    # OpenVINO, made for Intel CPUs and first by name among this environment's CPU providers
+    # installed providers (OpenVINO, DNNL, the test plugin's entry point) are not libraries
+    # the application registered: DEFAULT stays on the CPU provider; PREFER_CPU takes the
+    # installed CPU provider made for this CPU's vendor (OpenVINO on an Intel CPU), else the
+    # first by name (DNNL before OpenVINO)
     assert by_policy(P.DEFAULT).get_providers() == ["CPUExecutionProvider"]
-    if "OpenVINOExecutionProvider" in ort.get_available_providers():
-        assert by_policy(P.PREFER_CPU).get_providers()[0] == "OpenVINOExecutionProvider"
+    cpu_eps = {d.ep_name: d for d in ort.get_ep_devices()
+               if d.device.type == ort.OrtHardwareDeviceType.CPU
+               and d.ep_name in ("OpenVINOExecutionProvider", "DnnlExecutionProvider")}
+    if not cpu_eps:
+        return
+    intel = next(iter(cpu_eps.values())).device.vendor_id == 0x8086
+    want = "OpenVINOExecutionProvider" if intel and "OpenVINOExecutionProvider" in cpu_eps \
+        else sorted(cpu_eps)[0]
+    assert by_policy(P.PREFER_CPU).get_providers()[0] == want
 
 
 # -- the delegate ---------------------------------------------------------------------------

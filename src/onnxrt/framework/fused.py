@@ -126,6 +126,8 @@ class HostFallback:
     nodes: int
     ran_on: str                             # the host provider(s) whose kernels ran it
     inputs: tuple[str, ...] = ()            # the group's input names
+    # per node of the group, in its order, the host provider whose kernel ran it
+    node_providers: tuple[str, ...] = ()
 
     def describe(self) -> str:
         if self.shapes is None:
@@ -139,10 +141,12 @@ class HostFallback:
 
 
 class _HostStep:
-    __slots__ = ("fn", "inputs", "outputs", "multi", "name", "op")
+    __slots__ = ("fn", "inputs", "outputs", "multi", "name", "op", "ep")
 
-    def __init__(self, fn: Callable[..., Any], node: onnx.NodeProto, multi: bool) -> None:
+    def __init__(self, fn: Callable[..., Any], node: onnx.NodeProto, multi: bool,
+                 ep: str) -> None:
         self.fn = fn
+        self.ep = ep
         self.inputs = tuple(node.input)
         self.outputs = tuple(node.output)
         self.multi = multi
@@ -195,10 +199,11 @@ class HostRun:
                     and not hasattr(fn, "output_channels"):
                 fn = validate.guard(info, fn)
             multi = len(node.output) > 1 or (schema is not None and schema.max_output > 1)
-            steps.append(_HostStep(fn, node, multi))
+            steps.append(_HostStep(fn, node, multi, ep.name))
             used[ep.name] = None
         self.steps = steps
         self.ran_on = ", ".join(used) or "no provider"
+        self.node_providers = tuple(st.ep for st in steps)
 
     def __call__(self, *args: Any) -> list[Any]:
         env: dict[str, Any] = dict(self.fused.constants)
@@ -256,6 +261,10 @@ class PerShapeCompile:
                     self.cache[key] = fn
         return fn(*args)
 
+    def native_shapes(self) -> int:
+        """How many input-shape combinations so far ran on the provider's compiled code."""
+        return len(self.cache) - len(self.fallbacks)
+
     def _on_host(self, key: tuple[tuple[int, ...], ...], err: CannotCompile) -> HostRun:
         if self._host_run is None:
             self._host_run = host_run_for(self.ep, self.fused, self.host, key, err)
@@ -291,7 +300,7 @@ def record_host_fallback(ep: Any, fused: FusedSubgraph, run: HostRun,
     at ``key`` (None: at every shape); the caller keeps the record in its ``fallbacks``,
     which the placement report reads."""
     rec = HostFallback(fused.name, ep.name, key, str(err), len(fused.nodes), run.ran_on,
-                       tuple(fused.inputs))
+                       tuple(fused.inputs), tuple(getattr(run, "node_providers", ())))
     log = getattr(ep, "host_fallbacks", None)
     if isinstance(log, list):
         log.append(rec)
@@ -306,6 +315,9 @@ class HostGroup:
     def __init__(self, ep: Any, fused: FusedSubgraph, host: Any, err: CannotCompile) -> None:
         self.run = host_run_for(ep, fused, host, None, err)
         self.fallbacks = [record_host_fallback(ep, fused, self.run, None, err)]
+
+    def native_shapes(self) -> int:
+        return 0
 
     def __call__(self, *args: Any) -> list[Any]:
         return self.run(*args)

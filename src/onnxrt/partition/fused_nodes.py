@@ -21,13 +21,17 @@ __all__ = ["fuse_group", "FUSED_DOMAIN"]
 FUSED_DOMAIN = "onnxrt.fused"
 
 
-def _constants(g: Graph | SubGraph) -> dict[str, Any]:
-    """Values known now that a group may read: the graph's constants and Constant nodes."""
+def _constants(g: Graph | SubGraph, reads: list[str]) -> dict[str, Any]:
+    """The values among ``reads`` known now: the graph's constants and Constant nodes (only
+    these are converted: a model of many groups would convert every weight per group)."""
+    want = set(reads)
     out: dict[str, Any] = {}
     for name, v in g.constant_values().items():
-        out[name] = tensor_to_array(v) if isinstance(v, onnx.TensorProto) else v
+        if name in want:
+            out[name] = tensor_to_array(v) if isinstance(v, onnx.TensorProto) else v
     for n in g.nodes:
-        if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and n.output:
+        if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and n.output and \
+                n.output[0] in want:
             try:
                 out[n.output[0]] = constant_node_value(n)
             except Exception:
@@ -54,7 +58,7 @@ def fuse_group(root: Graph, g: Graph | SubGraph, grp: Any, members: list[onnx.No
     out_names = [o for m in members for o in m.output if o and o in used_outside]
     reads = list(dict.fromkeys(r for m in members for r in node_reads(m)
                                if r and r not in produced))
-    known = _constants(g)
+    known = _constants(g, reads)
     in_names = [r for r in reads if r not in known]
     consts = {r: known[r] for r in reads if r in known}
     fused = FusedSubgraph(grp.name, ep.name, members, in_names, out_names, consts,

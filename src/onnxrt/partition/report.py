@@ -58,12 +58,29 @@ def assignment_info(part: Partition) -> list[AssignedSubgraph]:
             if pl.group.id in seen_groups:
                 continue
             seen_groups.add(pl.group.id)
-            nodes = [part.nodes[i] for i in pl.group.node_ids]
-            out.append(AssignedSubgraph(pl.provider.name, [
-                AssignedNode(m.name, m.op_type, m.domain, m.graph) for m in nodes]))
+            out.extend(_group_assignment(part, pl.group))
         else:
             out.append(AssignedSubgraph(pl.provider.name,
                                         [AssignedNode(n.name, n.op_type, n.domain, n.graph)]))
+    return out
+
+
+def _group_assignment(part: Partition, grp: Any) -> list[AssignedSubgraph]:
+    """A fused group under its provider, and, where it ran on the host kernels at some
+    input shapes (framework/fused.py HostFallback), its nodes one by one under the host
+    provider whose kernel ran each; a group that has run nowhere else (refused at every
+    shape, or at every shape met so far) is listed under the host only."""
+    nodes = [part.nodes[i] for i in grp.node_ids]
+    assigned = [AssignedNode(m.name, m.op_type, m.domain, m.graph) for m in nodes]
+    fbs = _fallbacks(grp)
+    if not fbs:
+        return [AssignedSubgraph(grp.provider.name, assigned)]
+    out: list[AssignedSubgraph] = []
+    native = getattr(grp.compiled, "native_shapes", None)
+    if not any(f.shapes is None for f in fbs) and (native is None or native() > 0):
+        out.append(AssignedSubgraph(grp.provider.name, assigned))
+    hosts = fbs[0].node_providers or (fbs[0].ran_on,) * len(assigned)
+    out.extend(AssignedSubgraph(h, [a]) for h, a in zip(hosts, assigned))
     return out
 
 

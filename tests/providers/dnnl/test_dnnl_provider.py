@@ -110,9 +110,9 @@ def test_weight_cache_shared_between_shapes():
     seen = []
     orig = CompiledGroup._program
 
-    def spy(self, key):
+    def spy(self, *args):
         seen.append(self)
-        return orig(self, key)
+        return orig(self, *args)
 
     m = _cnn()
     sess = dnnl_session(m)
@@ -177,5 +177,44 @@ def test_num_of_threads_is_applied():
     m = _cnn()
     sess = dnnl_session(m, {"num_of_threads": "1"})
     assert sess.get_provider_options()[DNNL]["num_of_threads"] == "1"
+    x = RNG.standard_normal((2, 3, 8, 8)).astype(np.float32)
+    assert_close(sess.run(["Y"], {"X": x}), reference(m, {"X": x})[:1])
+
+
+@needs_dnnl
+def test_a_group_onednn_cannot_build_is_listed_under_the_cpu_provider(monkeypatch):
+    """A group whose program fails to build runs on the host kernels; the assignment info
+    lists its nodes under the CPU provider, as the placement report and the stats say."""
+    from onnxrt.providers.dnnl import compiled
+
+    def refuse(*args, **kwargs):
+        raise NotImplementedError("no mapping here")
+
+    monkeypatch.setattr(compiled, "Program", refuse)
+    m = _cnn()
+    sess = ort.InferenceSession(m.SerializeToString(), providers=[DNNL, CPU])
+    assert nodes_on(sess) == 4                  # claimed, not built yet
+    x = RNG.standard_normal((2, 3, 8, 8)).astype(np.float32)
+    with pytest.warns(UserWarning, match="no mapping here"):
+        got = sess.run(["Y"], {"X": x})
+    assert_close(got, reference(m, {"X": x})[:1])
+    assert nodes_on(sess) == 0
+    assert nodes_on(sess, CPU) == 5
+    assert sess.get_provider_stats()[DNNL]["host_fallback_groups"] == 1
+    assert "on CPUExecutionProvider at 1 input shape(s)" in sess.placement_report()
+
+
+@needs_dnnl
+def test_declares_the_cpu_device_and_runs_when_chosen_by_device():
+    """get_ep_devices lists DNNL on the CPU; a session built with add_provider_for_devices
+    on that device runs on DNNL."""
+    devs = [d for d in ort.get_ep_devices() if d.ep_name == DNNL]
+    assert devs and {d.device.type for d in devs} == {ort.OrtHardwareDeviceType.CPU}
+    so = ort.SessionOptions()
+    so.add_provider_for_devices(devs, {"num_of_threads": "1"})
+    m = _cnn()
+    sess = ort.InferenceSession(m.SerializeToString(), sess_options=so)
+    assert sess.get_providers()[0] == DNNL
+    assert nodes_on(sess) == 4
     x = RNG.standard_normal((2, 3, 8, 8)).astype(np.float32)
     assert_close(sess.run(["Y"], {"X": x}), reference(m, {"X": x})[:1])

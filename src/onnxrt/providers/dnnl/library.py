@@ -154,6 +154,13 @@ class Dnnl:
                   dims(shape), F32, dims(strides))
         return md
 
+    def md_sub(self, parent: Any, shape: Sequence[int], offsets: Sequence[int]) -> Any:
+        """A descriptor of the block ``shape`` at ``offsets`` inside ``parent``'s layout."""
+        md = ctypes.c_void_p()
+        self.call("dnnl_memory_desc_create_submemory", ctypes.byref(md), parent, dims(shape),
+                  dims(offsets))
+        return md
+
     def md_any(self, shape: Sequence[int]) -> Any:
         md = ctypes.c_void_p()
         self.call("dnnl_memory_desc_create_with_tag", ctypes.byref(md), len(shape),

@@ -4,9 +4,10 @@ matrix ops as chains of oneDNN primitives, with onnxruntime's provider name."""
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Sequence
 
 from onnxrt.errors import InvalidArgument
+from onnxrt.framework.devices import DeviceSupport, OrtHardwareDevice, OrtHardwareDeviceType
 from onnxrt.framework.grouping import drop_groups_of, group_nodes
 from onnxrt.framework.provider import ExecutionProvider, _truthy
 from onnxrt.providers.dnnl import library
@@ -65,6 +66,12 @@ class DnnlExecutionProvider(ExecutionProvider):
             return (f"oneDNN cannot be loaded ({err}); install it with "
                     f"pip install onnxrt[dnnl]")
         return ""
+
+    @classmethod
+    def supported_devices(cls, devices: Sequence[OrtHardwareDevice]) -> list[DeviceSupport]:
+        """The CPU: the libdnnl loaded here runs on its CPU engine only (the SYCL build's
+        GPU engine is not used)."""
+        return [DeviceSupport(d) for d in devices if d.type == OrtHardwareDeviceType.CPU]
 
     # -- partitioning --------------------------------------------------------------------
     def get_capability(self, graph: Any) -> list[Any]:

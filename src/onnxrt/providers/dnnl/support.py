@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from onnxrt.providers.dnnl.patterns import Nodes, match_gelu_erf
+
 __all__ = ["why_not", "UNARY", "BINARY", "LAYOUT_ONLY", "SUPPORTED_OPS"]
 
 # unary ops as oneDNN eltwise algorithms (resolved with attributes in program.py)
@@ -19,15 +21,17 @@ UNARY = frozenset({"Relu", "LeakyRelu", "Elu", "Tanh", "Sigmoid", "Exp", "Log", 
 BINARY = frozenset({"Add", "Sum", "Sub", "Mul", "Div", "Max", "Min"})
 # ops that only relabel or move data: a group of these alone gains nothing from oneDNN
 LAYOUT_ONLY = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose",
-                         "Identity", "Dropout", "Concat"})
-_HEAVY = frozenset({"Conv", "MatMul", "Gemm", "MaxPool", "AveragePool",
+                         "Identity", "Dropout", "Concat", "Split"})
+_HEAVY = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm", "MaxPool", "AveragePool",
                     "GlobalAveragePool", "GlobalMaxPool", "BatchNormalization", "LRN",
-                    "Softmax", "LogSoftmax"})
-SUPPORTED_OPS = UNARY | BINARY | LAYOUT_ONLY | _HEAVY
+                    "Softmax", "LogSoftmax", "LayerNormalization"})
+# claimed only inside a pattern that maps to one primitive (patterns.py)
+_IN_PATTERN = frozenset({"Erf"})
+SUPPORTED_OPS = UNARY | BINARY | LAYOUT_ONLY | _HEAVY | _IN_PATTERN
 
 _FLOAT = "tensor(float)"
 # inputs that are integer metadata rather than data: (op, input index)
-_INT_INPUTS = {("Reshape", 1), ("Squeeze", 1), ("Unsqueeze", 1)}
+_INT_INPUTS = {("Reshape", 1), ("Squeeze", 1), ("Unsqueeze", 1), ("Split", 1)}
 
 
 def why_not(node: Any, graph: Any) -> str:
@@ -65,6 +69,56 @@ def _conv(node: Any, graph: Any) -> str:
     r = _rank(node, 0)
     if r is not None and not 3 <= r <= 5:
         return f"a {r}-D input (oneDNN convolves 1-D to 3-D images)"
+    return ""
+
+
+def _conv_transpose(node: Any, graph: Any) -> str:
+    if not _const(graph, node, 1) or not _const(graph, node, 2):
+        return "its weights or bias are not constants (oneDNN reorders them once)"
+    r = _rank(node, 0)
+    if r is None or not 3 <= r <= 5:
+        return "an input of rank other than 3-5 or of unknown rank (oneDNN deconvolves " \
+            "1-D to 3-D images)"
+    auto = node.attributes.get("auto_pad", "NOTSET")
+    if (auto.decode() if isinstance(auto, bytes) else auto) not in ("NOTSET", "VALID"):
+        return "auto_pad SAME_* (pads follow output_shape at run time)"
+    if node.attributes.get("output_shape"):
+        return "an output_shape attribute (pads computed from it are not mapped)"
+    return ""
+
+
+def _layer_norm(node: Any, graph: Any) -> str:
+    if len([o for o in node.outputs if o]) > 1:
+        return "its Mean or InvStdDev output"
+    if not _const(graph, node, 1) or not _const(graph, node, 2):
+        return "scale or bias not constant"
+    if int(node.attributes.get("stash_type", 1)) != 1:
+        return "a stash_type other than float32"
+    if _rank(node, 0) is None:
+        return "an input of unknown rank"
+    return ""
+
+
+def _scalar(graph: Any, value: str) -> float | None:
+    if not value or not graph.is_constant(value):
+        return None
+    try:
+        c = graph.constant(value)
+        return float(c.reshape(())) if c.size == 1 else None
+    except Exception:
+        return None
+
+
+def _erf(node: Any, graph: Any) -> str:
+    g = Nodes(graph.producer, graph.consumers, lambda v: _scalar(graph, v),
+              lambda n: list(n.inputs), lambda n: list(n.outputs))
+    m = match_gelu_erf(g, node)
+    if m is None:
+        return "an Erf outside the GELU pattern x * 0.5 * (1 + erf(x / sqrt(2))) " \
+            "(oneDNN has gelu_erf, no erf)"
+    for other in m.nodes:
+        if other is not node and why_not(other, graph):
+            return f"the GELU pattern's {other.op_type} is not claimed"
     return ""
 
 
@@ -121,8 +175,11 @@ def _lrn(node: Any, graph: Any) -> str:
 
 
 def _shape_input(node: Any, graph: Any) -> str:
-    if len(node.inputs) > 1 and node.inputs[1] and not graph.is_constant(node.inputs[1]):
-        return "its shape / axes input is computed at run time"
+    # a Reshape's computed target is read when its program is built (compiled.py keys the
+    # programs by the integer inputs' values too)
+    if len(node.inputs) > 1 and node.inputs[1] and not graph.is_constant(node.inputs[1]) \
+            and node.op_type != "Reshape":
+        return "its axes / split input is computed at run time"
     if node.op_type == "Reshape" and node.attributes.get("allowzero", 0):
         return "allowzero 1"
     return ""
@@ -174,13 +231,18 @@ def _binary(node: Any, graph: Any) -> str:
     a, b = list(a), list(b)
     if _covers(a, b):
         return ""
+    if node.op_type == "Sub" and _scalar(graph, node.inputs[0]) is not None and \
+            len(a) <= len(b):
+        return ""          # k - x: a linear eltwise
     if node.op_type in ("Sub", "Div"):
         return "its first input broadcasts (oneDNN broadcasts only the second)"
     return "" if _covers(b, a) else "both inputs broadcast"
 
 
-_CHECKS = {"Conv": _conv, "MatMul": _matmul, "Gemm": _gemm,
+_CHECKS = {"Conv": _conv, "ConvTranspose": _conv_transpose, "MatMul": _matmul,
+           "LayerNormalization": _layer_norm, "Erf": _erf, "Gemm": _gemm,
            "MaxPool": _maxpool, "AveragePool": _avgpool, "BatchNormalization": _batchnorm,
            "LRN": _lrn, "Reshape": _shape_input,
-           "Squeeze": _shape_input, "Unsqueeze": _shape_input, "Dropout": _dropout,
+           "Squeeze": _shape_input, "Unsqueeze": _shape_input, "Split": _shape_input,
+           "Dropout": _dropout,
            "Clip": _clip, "Pow": _pow, "Gelu": _gelu, **{op: _binary for op in BINARY}}
