@@ -269,6 +269,28 @@ def test_pad(mode, pads, axes):
     check("Pad", ins, {"mode": mode}, opset=19)
 
 
+# the padded modes are slice copies inside the output, one axis after another: pads as large
+# as each mode allows (reflect: dim - 1, wrap: the dim), on one axis, on all, on a 1-D and a
+# 3-D streaming-detector-like input, in float and int
+@pytest.mark.parametrize("mode", ["reflect", "edge", "wrap"])
+@pytest.mark.parametrize("shape,pads", [
+    ((7,), [6, 6]), ((7,), [0, 3]), ((1, 1, 9), [0, 0, 8, 0, 0, 8]),
+    ((2, 3, 4, 5), [1, 2, 3, 4, 1, 2, 3, 4]), ((3, 4), [2, 0, 0, 3]), ((2, 1), [1, 0, 1, 0])])
+def test_pad_modes_by_copies(mode, shape, pads):
+    x = rng.standard_normal(shape).astype(np.float32)
+    if mode == "reflect" and any(max(pads[i], pads[i + len(shape)]) > d - 1
+                                 for i, d in enumerate(shape)):
+        pytest.skip("onnxruntime refuses reflect pads of the whole dim (tested below)")
+    check("Pad", [x, np.array(pads, I64)], {"mode": mode}, opset=19)
+    check("Pad", [(x * 10).astype(np.int32), np.array(pads, I64)], {"mode": mode}, opset=19)
+
+
+def test_pad_wrap_beyond_the_dim():
+    """wrap pads larger than the dim wrap more than once (onnx.reference as the oracle)."""
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    check("Pad", [x, np.array([1, 4, 3, 7], I64)], {"mode": "wrap"}, opset=19, oracle=ref_run)
+
+
 def test_pad_int_and_old_versions():
     x = np.arange(12, dtype=np.int32).reshape(3, 4)
     check("Pad", [x, np.array([1, 0, 0, 2], I64), np.array(-7, np.int32)])

@@ -137,15 +137,18 @@ def _libs_locked() -> list[tuple[Any, Any]]:
 
 
 def _getter(lib: Any) -> Any:
-    if getattr(lib, "internal_api", "") == "openblas" and \
-            getattr(lib, "threading_layer", "") != "openmp":
-        try:
+    api = getattr(lib, "internal_api", "")
+    fn = None
+    try:
+        if api == "openblas" and getattr(lib, "threading_layer", "") != "openmp":
             fn = lib._get_symbol("openblas_get_num_threads")
-        except Exception:       # another threadpoolctl: its public getter
-            fn = None
-        if fn is not None:
-            return fn
-    return lib.get_num_threads
+        elif api == "openmp":
+            # (an OpenMP runtime is loaded by scikit-learn or torch: threadpoolctl's getter
+            # looks the symbol up on every call, 2 us of every run)
+            fn = getattr(lib.dynlib, "omp_get_max_threads", None)
+    except Exception:           # another threadpoolctl: its public getter
+        fn = None
+    return fn if fn is not None else lib.get_num_threads
 
 
 def _setter(lib: Any) -> Any:
@@ -153,7 +156,14 @@ def _setter(lib: Any) -> Any:
     only, the first to set an OpenBLAS count while it lives, change it and ignores the
     others; sessions run on any thread, and the changes here are already serialised under
     _LOCK, so the library's setter is called directly where threadpoolctl has one."""
-    return getattr(lib, "_real_set_num_threads", None) or lib.set_num_threads
+    real = getattr(lib, "_real_set_num_threads", None)
+    if real is not None:
+        return real
+    if getattr(lib, "internal_api", "") == "openmp":
+        fn = getattr(getattr(lib, "dynlib", None), "omp_set_num_threads", None)
+        if fn is not None:
+            return fn
+    return lib.set_num_threads
 
 
 def _scan_locked() -> list[Any]:
