@@ -137,6 +137,28 @@ def test_squeeze_non_one_raises():
         run("Squeeze", [X, np.array([1], I64)])
 
 
+def test_squeeze_unsqueeze_repeated_runs_and_bad_axes():
+    """Output shapes are remembered per (input shape, axes): one session run over inputs of
+    two shapes in turn, axes fed at run time, keeps onnxruntime's results, and a bad axis
+    fails on every run (a failure is never remembered)."""
+    for op, good, bad in (("Squeeze", [-1], [0]), ("Unsqueeze", [0, -1], [5])):
+        g = onnx.helper.make_graph(
+            [onnx.helper.make_node(op, ["in0", "in1"], ["out0"])], "g",
+            [onnx.helper.make_tensor_value_info("in0", onnx.TensorProto.FLOAT, None),
+             onnx.helper.make_tensor_value_info("in1", onnx.TensorProto.INT64, [None])],
+            [onnx.helper.make_tensor_value_info("out0", onnx.TensorProto.FLOAT, None)])
+        m = onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid("", 21)],
+                                   ir_version=10)
+        ours = onnxrt.InferenceSession(m.SerializeToString())
+        ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+        for x in (np.ones((2, 3, 1), np.float32), np.ones((4, 1), np.float32)) * 2:
+            f = {"in0": x, "in1": np.array(good, I64)}
+            same(ours.run(None, f), ref.run(None, f))
+            for _ in range(2):
+                with pytest.raises(Exception, match="not 1|out of range"):
+                    ours.run(None, {"in0": x, "in1": np.array(bad, I64)})
+
+
 @pytest.mark.parametrize("axes", [[0], [-1], [1, 3], [4, 0, 2]])
 def test_unsqueeze(axes):
     x = rng.standard_normal((3, 2)).astype(np.float32)
