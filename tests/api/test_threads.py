@@ -99,6 +99,50 @@ def test_intra_op_threads_limit_blas_only_while_running():
     assert blas_threads() == before
 
 
+def test_runs_without_a_blas_op_leave_the_blas_bound_alone(monkeypatch):
+    """Only a plan with a step that may reach BLAS (MatMul here; also a subgraph, a fused
+    node, another provider's step) bounds BLAS's threads for its run; element-wise and
+    shape steps alone do not pay for it."""
+    from onnxrt.framework import blas_threads
+
+    asked = []
+    monkeypatch.setattr(blas_threads, "request", lambda n: asked.append(n))
+    monkeypatch.setattr(blas_threads, "release", lambda n: None)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 2
+    x = rand(4, 64)
+    plain = model([h.make_node("Neg", ["x"], ["n"]), h.make_node("Relu", ["n"], ["y"])],
+                  [h.make_tensor_value_info("x", T.FLOAT, ["N", 64])],
+                  [h.make_tensor_value_info("y", T.FLOAT, ["N", 64])])
+    s = ort.InferenceSession(plain.SerializeToString(), so)
+    np.testing.assert_array_equal(s.run(None, {"x": x})[0], np.maximum(-x, 0))
+    assert asked == []
+    m = branches_model(1)
+    s = ort.InferenceSession(m.SerializeToString(), so)
+    np.testing.assert_allclose(s.run(None, {"x": x})[0], expected(m, x), rtol=1e-4)
+    assert asked[:1] == [2]      # (then its kernel may ask for 1 around a small product)
+
+
+def test_runs_ignore_numpy_errors_and_restore_the_callers_state():
+    """log(0) and 0/0 are results in a run, never warnings or errors, whatever the
+    caller's NumPy error state; that state is the same after the run."""
+    import warnings
+
+    m = model([h.make_node("Log", ["x"], ["l"]), h.make_node("Div", ["l", "x"], ["y"])],
+              [h.make_tensor_value_info("x", T.FLOAT, [2])],
+              [h.make_tensor_value_info("y", T.FLOAT, [2])])
+    s = ort.InferenceSession(m.SerializeToString())
+    x = np.array([0.0, 1.0], np.float32)
+    for state in ({"all": "raise"}, {"all": "warn"}, {"divide": "raise", "invalid": "warn"}):
+        with np.errstate(**state), warnings.catch_warnings():
+            warnings.simplefilter("error")
+            want = np.geterr()
+            for _ in range(2):
+                y = s.run(None, {"x": x})[0]
+                assert np.geterr() == want
+        assert np.isneginf(y[0]) and y[1] == 0
+
+
 def test_a_blas_loaded_after_the_first_session_is_limited_too():
     """Libraries loaded after the first session (here scipy's own OpenBLAS) are found when
     the next session is made: its intra_op_num_threads reaches them while it runs."""

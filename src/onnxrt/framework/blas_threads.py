@@ -25,6 +25,7 @@ import threading
 from typing import Any
 
 __all__ = ["request", "release", "single_blas", "blas_libraries", "blas_threads_unused",
+           "plan_needs_bound",
            "rescan_libraries", "default_threads", "current_bound"]
 
 _LOCK = threading.Lock()
@@ -269,3 +270,30 @@ def _forget() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget)
+
+
+# ops of the default domain whose CPU kernels never reach a BLAS or OpenMP pool: element-wise
+# math, comparisons, shape and data movement, reductions. A run whose steps are all of them
+# on the CPU provider skips request/release (~2 us of a one-node model's run).
+_NO_BLAS_OPS = frozenset("""
+Abs Acos Acosh Add And Asin Asinh Atan Atanh BitShift BitwiseAnd BitwiseNot BitwiseOr
+BitwiseXor Cast CastLike Ceil Celu Clip Concat Constant ConstantOfShape Cos Cosh DepthToSpace
+Div Elu Equal Erf Exp Expand Flatten Floor Gather GatherElements GatherND Gelu Greater
+GreaterOrEqual HardSigmoid HardSwish Identity IsInf IsNaN LeakyRelu Less LessOrEqual Log
+Max Mean Min Mish Mod Mul Neg Not OneHot Or Pad Pow PRelu Range Reciprocal ReduceL1 ReduceL2
+ReduceLogSum ReduceLogSumExp ReduceMax ReduceMean ReduceMin ReduceProd ReduceSum
+ReduceSumSquare Relu Reshape Round Selu Shape Shrink Sigmoid Sign Sin Sinh Size Slice
+Softplus Softsign SpaceToDepth Split Sqrt Squeeze Sub Sum Tan Tanh ThresholdedRelu Tile
+Transpose Trilu Unsqueeze Where Xor
+""".split())
+
+
+def plan_needs_bound(steps: Any) -> bool:
+    """False where every step is an op of _NO_BLAS_OPS run by the CPU provider (a
+    subgraph, a fused node or another provider's step may reach BLAS: True)."""
+    for st in steps:
+        node = st.node
+        if (st.provider != "CPUExecutionProvider" or node.domain not in ("", "ai.onnx")
+                or node.op_type not in _NO_BLAS_OPS):
+            return True
+    return False
