@@ -123,6 +123,30 @@ def test_runs_without_a_blas_op_leave_the_blas_bound_alone(monkeypatch):
     assert asked[:1] == [2]      # (then its kernel may ask for 1 around a small product)
 
 
+def test_small_products_do_not_reset_blas_threads(monkeypatch):
+    """A Gemm below OpenBLAS's own threading threshold (a classifier head at batch 1) runs
+    without setting BLAS's thread count to 1 and back; a BLAS without that threshold
+    (MKL) still gets its single-threaded block."""
+    from onnxrt.framework import blas_threads
+
+    asked = []
+    real_request = blas_threads.request
+    monkeypatch.setattr(blas_threads, "request",
+                        lambda n: (asked.append(n), real_request(n))[1])
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 2
+    w = rand(10, 64, seed=3)
+    m = model([h.make_node("Gemm", ["x", "w"], ["y"], transB=1)],
+              [h.make_tensor_value_info("x", T.FLOAT, [1, 64])],
+              [h.make_tensor_value_info("y", T.FLOAT, [1, 10])],
+              [h.make_tensor("w", T.FLOAT, [10, 64], w.ravel())])
+    s = ort.InferenceSession(m.SerializeToString(), so)
+    x = rand(1, 64)
+    np.testing.assert_allclose(s.run(None, {"x": x})[0], x @ w.T, rtol=1e-5)
+    single = [1] if not blas_threads.blas_threads_unused(64 * 10) else []
+    assert asked == [2] + single
+
+
 def test_runs_ignore_numpy_errors_and_restore_the_callers_state():
     """log(0) and 0/0 are results in a run, never warnings or errors, whatever the
     caller's NumPy error state; that state is the same after the run."""
