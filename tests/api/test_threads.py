@@ -177,9 +177,11 @@ def test_a_blas_loaded_after_the_first_session_is_limited_too():
     code = """
 import numpy as np, onnxrt, threadpoolctl
 from onnx import TensorProto, helper
-g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+# (a MatMul: runs of element-wise plans leave BLAS alone)
+g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
-                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                      [helper.make_tensor("w", TensorProto.FLOAT, [2, 2], [1, 0, 0, 1])])
 mb = helper.make_model(g, ir_version=8, opset_imports=[helper.make_opsetid("", 17)])
 so = onnxrt.SessionOptions()
 so.intra_op_num_threads = 1                       # the first limit scans the libraries
