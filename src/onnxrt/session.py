@@ -17,6 +17,7 @@ from onnxrt.execute.checks import OutputChecker
 from onnxrt.execute.executor import RunContext, execute_plan
 from onnxrt.execute.parallel import execute_plan_parallel, parallel_info
 from onnxrt.execute.profiler import Profiler
+from onnxrt.execute.quiet import quiet
 from onnxrt.execute.feeds import InputSpec, host_output, prepare_feeds
 from onnxrt.framework import blas_threads
 from onnxrt.framework.blas_threads import default_threads, rescan_libraries
@@ -151,6 +152,7 @@ class InferenceSession:
         self._partition = part
         self._planner = planner
         self._plan = plan
+        self._plan_blas = blas_threads.plan_needs_bound(plan.steps)
         used = set(part.providers_used()) | {st.provider for st in plan.steps}
         self._active = [ep for ep in eps if ep.name in used]
         self._const_ids = frozenset(id(v) for v in plan.initial if isinstance(v, np.ndarray))
@@ -434,7 +436,7 @@ class InferenceSession:
             ep.runs += 1
             ep.on_run_start(run_options)
         prof = self._profiler
-        bound = self._blas_bound
+        bound = self._blas_bound if self._plan_blas else 0
         t0 = time.perf_counter_ns()
         try:
             # BLAS's thread count is process-wide: a run bounds it by its budget while it
@@ -443,7 +445,7 @@ class InferenceSession:
             if bound:
                 blas_threads.request(bound)
             try:
-                with np.errstate(all="ignore"):
+                with quiet():
                     if self._pinfo is not None and plan is self._plan:
                         results = execute_plan_parallel(plan, values, None, ctx, self._pool,
                                                         self._pinfo)

@@ -99,6 +99,74 @@ def test_intra_op_threads_limit_blas_only_while_running():
     assert blas_threads() == before
 
 
+def test_runs_without_a_blas_op_leave_the_blas_bound_alone(monkeypatch):
+    """Only a plan with a step that may reach BLAS (MatMul here; also a subgraph, a fused
+    node, another provider's step) bounds BLAS's threads for its run; element-wise and
+    shape steps alone do not pay for it."""
+    from onnxrt.framework import blas_threads
+
+    asked = []
+    monkeypatch.setattr(blas_threads, "request", lambda n: asked.append(n))
+    monkeypatch.setattr(blas_threads, "release", lambda n: None)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 2
+    x = rand(4, 64)
+    plain = model([h.make_node("Neg", ["x"], ["n"]), h.make_node("Relu", ["n"], ["y"])],
+                  [h.make_tensor_value_info("x", T.FLOAT, ["N", 64])],
+                  [h.make_tensor_value_info("y", T.FLOAT, ["N", 64])])
+    s = ort.InferenceSession(plain.SerializeToString(), so)
+    np.testing.assert_array_equal(s.run(None, {"x": x})[0], np.maximum(-x, 0))
+    assert asked == []
+    m = branches_model(1)
+    s = ort.InferenceSession(m.SerializeToString(), so)
+    np.testing.assert_allclose(s.run(None, {"x": x})[0], expected(m, x), rtol=1e-4)
+    assert asked[:1] == [2]      # (then its kernel may ask for 1 around a small product)
+
+
+def test_small_products_do_not_reset_blas_threads(monkeypatch):
+    """A Gemm below OpenBLAS's own threading threshold (a classifier head at batch 1) runs
+    without setting BLAS's thread count to 1 and back; a BLAS without that threshold
+    (MKL) still gets its single-threaded block."""
+    from onnxrt.framework import blas_threads
+
+    asked = []
+    real_request = blas_threads.request
+    monkeypatch.setattr(blas_threads, "request",
+                        lambda n: (asked.append(n), real_request(n))[1])
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 2
+    w = rand(10, 64, seed=3)
+    m = model([h.make_node("Gemm", ["x", "w"], ["y"], transB=1)],
+              [h.make_tensor_value_info("x", T.FLOAT, [1, 64])],
+              [h.make_tensor_value_info("y", T.FLOAT, [1, 10])],
+              [h.make_tensor("w", T.FLOAT, [10, 64], w.ravel())])
+    s = ort.InferenceSession(m.SerializeToString(), so)
+    x = rand(1, 64)
+    np.testing.assert_allclose(s.run(None, {"x": x})[0], x @ w.T, rtol=1e-5)
+    single = [1] if not blas_threads.blas_threads_unused(64 * 10) else []
+    assert asked == [2] + single
+
+
+def test_runs_ignore_numpy_errors_and_restore_the_callers_state():
+    """log(0) and 0/0 are results in a run, never warnings or errors, whatever the
+    caller's NumPy error state; that state is the same after the run."""
+    import warnings
+
+    m = model([h.make_node("Log", ["x"], ["l"]), h.make_node("Div", ["l", "x"], ["y"])],
+              [h.make_tensor_value_info("x", T.FLOAT, [2])],
+              [h.make_tensor_value_info("y", T.FLOAT, [2])])
+    s = ort.InferenceSession(m.SerializeToString())
+    x = np.array([0.0, 1.0], np.float32)
+    for state in ({"all": "raise"}, {"all": "warn"}, {"divide": "raise", "invalid": "warn"}):
+        with np.errstate(**state), warnings.catch_warnings():
+            warnings.simplefilter("error")
+            want = np.geterr()
+            for _ in range(2):
+                y = s.run(None, {"x": x})[0]
+                assert np.geterr() == want
+        assert np.isneginf(y[0]) and y[1] == 0
+
+
 def test_a_blas_loaded_after_the_first_session_is_limited_too():
     """Libraries loaded after the first session (here scipy's own OpenBLAS) are found when
     the next session is made: its intra_op_num_threads reaches them while it runs."""
@@ -109,9 +177,11 @@ def test_a_blas_loaded_after_the_first_session_is_limited_too():
     code = """
 import numpy as np, onnxrt, threadpoolctl
 from onnx import TensorProto, helper
-g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+# (a MatMul: runs of element-wise plans leave BLAS alone)
+g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
-                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                      [helper.make_tensor("w", TensorProto.FLOAT, [2, 2], [1, 0, 0, 1])])
 mb = helper.make_model(g, ir_version=8, opset_imports=[helper.make_opsetid("", 17)])
 so = onnxrt.SessionOptions()
 so.intra_op_num_threads = 1                       # the first limit scans the libraries

@@ -338,6 +338,30 @@ def test_category_mapper_and_one_hot():
          TP.FLOAT)
 
 
+@pytest.mark.parametrize("rows", [1, 3, 40])     # a few rows take a dict lookup, more NumPy's
+def test_one_hot_encoder_rows(rows):
+    r = np.random.default_rng(rows)
+    xi = r.integers(3, 11, size=(rows, 2)).astype(np.int64)     # 3, 4, 8, 10: not categories
+    cats = dict(cats_int64s=[5, 6, 9, 7, 6])                    # 6 twice: its last position
+    _one("OneHotEncoder", cats, xi, TP.INT64, TP.FLOAT)
+    _one("OneHotEncoder", cats, xi + 0.75, TP.DOUBLE, TP.FLOAT)  # truncated to int64
+    known = np.array([5, 9, 7] * 14, np.int64)[:rows].reshape(rows, 1)
+    _one("OneHotEncoder", dict(cats, zeros=0), known, TP.INT64, TP.FLOAT)
+    m = _model("OneHotEncoder", dict(cats, zeros=0), [("X", TP.INT64, [rows, 2])],
+               [("Y", TP.FLOAT, None)])
+    with pytest.raises(Exception, match="not in the list|zeros"):
+        onnxrt.InferenceSession(m.SerializeToString()).run(None, {"X": xi * 0 + 4})
+
+
+@pytest.mark.parametrize("norm", ["MAX", "L1", "L2"])
+def test_normalizer_zero_rows_and_inputs_kept(norm):
+    x = np.array([[0.0, 0.0, 0.0], [1.5, -2.0, 0.5], [-1.0, -3.0, -0.5]])
+    keep = x.copy()
+    _one("Normalizer", dict(norm=norm), x, TP.DOUBLE, TP.FLOAT)
+    _one("Normalizer", dict(norm=norm), x[1], TP.DOUBLE, TP.FLOAT)
+    np.testing.assert_array_equal(x, keep)
+
+
 def test_label_encoder_versions():
     xs = np.array(["Amy", "Dori", "Sally", "Amy"], dtype=object)
     _one("LabelEncoder", dict(classes_strings=["Sally", "Amy"], default_int64=-7), xs,

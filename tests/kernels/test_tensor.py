@@ -137,6 +137,28 @@ def test_squeeze_non_one_raises():
         run("Squeeze", [X, np.array([1], I64)])
 
 
+def test_squeeze_unsqueeze_repeated_runs_and_bad_axes():
+    """Output shapes are remembered per (input shape, axes): one session run over inputs of
+    two shapes in turn, axes fed at run time, keeps onnxruntime's results, and a bad axis
+    fails on every run (a failure is never remembered)."""
+    for op, good, bad in (("Squeeze", [-1], [0]), ("Unsqueeze", [0, -1], [5])):
+        g = onnx.helper.make_graph(
+            [onnx.helper.make_node(op, ["in0", "in1"], ["out0"])], "g",
+            [onnx.helper.make_tensor_value_info("in0", onnx.TensorProto.FLOAT, None),
+             onnx.helper.make_tensor_value_info("in1", onnx.TensorProto.INT64, [None])],
+            [onnx.helper.make_tensor_value_info("out0", onnx.TensorProto.FLOAT, None)])
+        m = onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid("", 21)],
+                                   ir_version=10)
+        ours = onnxrt.InferenceSession(m.SerializeToString())
+        ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+        for x in (np.ones((2, 3, 1), np.float32), np.ones((4, 1), np.float32)) * 2:
+            f = {"in0": x, "in1": np.array(good, I64)}
+            same(ours.run(None, f), ref.run(None, f))
+            for _ in range(2):
+                with pytest.raises(Exception, match="not 1|out of range"):
+                    ours.run(None, {"in0": x, "in1": np.array(bad, I64)})
+
+
 @pytest.mark.parametrize("axes", [[0], [-1], [1, 3], [4, 0, 2]])
 def test_unsqueeze(axes):
     x = rng.standard_normal((3, 2)).astype(np.float32)
@@ -267,6 +289,28 @@ def test_pad(mode, pads, axes):
     if axes is not None:
         ins.append(np.array(axes, I64))
     check("Pad", ins, {"mode": mode}, opset=19)
+
+
+# the padded modes are slice copies inside the output, one axis after another: pads as large
+# as each mode allows (reflect: dim - 1, wrap: the dim), on one axis, on all, on a 1-D and a
+# 3-D streaming-detector-like input, in float and int
+@pytest.mark.parametrize("mode", ["reflect", "edge", "wrap"])
+@pytest.mark.parametrize("shape,pads", [
+    ((7,), [6, 6]), ((7,), [0, 3]), ((1, 1, 9), [0, 0, 8, 0, 0, 8]),
+    ((2, 3, 4, 5), [1, 2, 3, 4, 1, 2, 3, 4]), ((3, 4), [2, 0, 0, 3]), ((2, 1), [1, 0, 1, 0])])
+def test_pad_modes_by_copies(mode, shape, pads):
+    x = rng.standard_normal(shape).astype(np.float32)
+    if mode == "reflect" and any(max(pads[i], pads[i + len(shape)]) > d - 1
+                                 for i, d in enumerate(shape)):
+        pytest.skip("onnxruntime refuses reflect pads of the whole dim (tested below)")
+    check("Pad", [x, np.array(pads, I64)], {"mode": mode}, opset=19)
+    check("Pad", [(x * 10).astype(np.int32), np.array(pads, I64)], {"mode": mode}, opset=19)
+
+
+def test_pad_wrap_beyond_the_dim():
+    """wrap pads larger than the dim wrap more than once (onnx.reference as the oracle)."""
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    check("Pad", [x, np.array([1, 4, 3, 7], I64)], {"mode": "wrap"}, opset=19, oracle=ref_run)
 
 
 def test_pad_int_and_old_versions():

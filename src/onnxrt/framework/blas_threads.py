@@ -25,6 +25,7 @@ import threading
 from typing import Any
 
 __all__ = ["request", "release", "single_blas", "blas_libraries", "blas_threads_unused",
+           "plan_needs_bound",
            "rescan_libraries", "default_threads", "current_bound"]
 
 _LOCK = threading.Lock()
@@ -137,15 +138,18 @@ def _libs_locked() -> list[tuple[Any, Any]]:
 
 
 def _getter(lib: Any) -> Any:
-    if getattr(lib, "internal_api", "") == "openblas" and \
-            getattr(lib, "threading_layer", "") != "openmp":
-        try:
+    api = getattr(lib, "internal_api", "")
+    fn = None
+    try:
+        if api == "openblas" and getattr(lib, "threading_layer", "") != "openmp":
             fn = lib._get_symbol("openblas_get_num_threads")
-        except Exception:       # another threadpoolctl: its public getter
-            fn = None
-        if fn is not None:
-            return fn
-    return lib.get_num_threads
+        elif api == "openmp":
+            # (an OpenMP runtime is loaded by scikit-learn or torch: threadpoolctl's getter
+            # looks the symbol up on every call, 2 us of every run)
+            fn = getattr(lib.dynlib, "omp_get_max_threads", None)
+    except Exception:           # another threadpoolctl: its public getter
+        fn = None
+    return fn if fn is not None else lib.get_num_threads
 
 
 def _setter(lib: Any) -> Any:
@@ -153,7 +157,14 @@ def _setter(lib: Any) -> Any:
     only, the first to set an OpenBLAS count while it lives, change it and ignores the
     others; sessions run on any thread, and the changes here are already serialised under
     _LOCK, so the library's setter is called directly where threadpoolctl has one."""
-    return getattr(lib, "_real_set_num_threads", None) or lib.set_num_threads
+    real = getattr(lib, "_real_set_num_threads", None)
+    if real is not None:
+        return real
+    if getattr(lib, "internal_api", "") == "openmp":
+        fn = getattr(getattr(lib, "dynlib", None), "omp_set_num_threads", None)
+        if fn is not None:
+            return fn
+    return lib.set_num_threads
 
 
 def _scan_locked() -> list[Any]:
@@ -259,3 +270,30 @@ def _forget() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget)
+
+
+# ops of the default domain whose CPU kernels never reach a BLAS or OpenMP pool: element-wise
+# math, comparisons, shape and data movement, reductions. A run whose steps are all of them
+# on the CPU provider skips request/release (~2 us of a one-node model's run).
+_NO_BLAS_OPS = frozenset("""
+Abs Acos Acosh Add And Asin Asinh Atan Atanh BitShift BitwiseAnd BitwiseNot BitwiseOr
+BitwiseXor Cast CastLike Ceil Celu Clip Concat Constant ConstantOfShape Cos Cosh DepthToSpace
+Div Elu Equal Erf Exp Expand Flatten Floor Gather GatherElements GatherND Gelu Greater
+GreaterOrEqual HardSigmoid HardSwish Identity IsInf IsNaN LeakyRelu Less LessOrEqual Log
+Max Mean Min Mish Mod Mul Neg Not OneHot Or Pad Pow PRelu Range Reciprocal ReduceL1 ReduceL2
+ReduceLogSum ReduceLogSumExp ReduceMax ReduceMean ReduceMin ReduceProd ReduceSum
+ReduceSumSquare Relu Reshape Round Selu Shape Shrink Sigmoid Sign Sin Sinh Size Slice
+Softplus Softsign SpaceToDepth Split Sqrt Squeeze Sub Sum Tan Tanh ThresholdedRelu Tile
+Transpose Trilu Unsqueeze Where Xor
+""".split())
+
+
+def plan_needs_bound(steps: Any) -> bool:
+    """False where every step is an op of _NO_BLAS_OPS run by the CPU provider (a
+    subgraph, a fused node or another provider's step may reach BLAS: True)."""
+    for st in steps:
+        node = st.node
+        if (st.provider != "CPUExecutionProvider" or node.domain not in ("", "ai.onnx")
+                or node.op_type not in _NO_BLAS_OPS):
+            return True
+    return False

@@ -52,6 +52,8 @@ def empty_stacked(tp: onnx.TypeProto | None, axis: int = 0) -> Any:
 
 
 def scalar_bool(v: Any, what: str) -> bool:
+    if type(v) is np.ndarray and v.size == 1:      # every If of every run: the short way
+        return bool(v)
     a = np.asarray(v)
     if a.size != 1:
         raise ValueError(f"{what} must hold exactly one element, got shape {a.shape}")

@@ -40,8 +40,10 @@ def probit(p: np.ndarray) -> np.ndarray:
 
 
 def softmax(s: np.ndarray) -> np.ndarray:
-    e = np.exp(s - s.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
+    # ufunc reductions: the array methods' Python wrappers cost as much as a batch-1 row
+    e = np.exp(s - np.maximum.reduce(s, axis=1, keepdims=True))
+    e /= np.add.reduce(e, axis=1, keepdims=True)
+    return e
 
 
 def softmax_zero(s: np.ndarray) -> np.ndarray:

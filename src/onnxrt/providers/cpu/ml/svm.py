@@ -28,9 +28,14 @@ class _Kernel:
     def __call__(self, x: np.ndarray, sv: np.ndarray, sv_sq: np.ndarray | None) -> np.ndarray:
         """(N, n_vectors) kernel values between samples and support vectors."""
         if self.type == "RBF":
-            d = (x * x).sum(axis=1, keepdims=True) - 2.0 * (x @ sv.T) + sv_sq
+            # in place on the product: a row of a few hundred vectors is all call overhead
+            d = x @ sv.T
+            d *= -2.0
+            d += np.add.reduce(x * x, axis=1, keepdims=True)
+            d += sv_sq
             np.maximum(d, 0.0, out=d)
-            return np.exp(-self.gamma * d)
+            d *= -self.gamma
+            return np.exp(d, out=d)
         dot = x @ sv.T
         if self.type == "LINEAR":
             return dot
@@ -210,6 +215,9 @@ class SVMClassifier:
                 w[p, sj:sj + cj] = coef[i, sj:sj + cj]
             self.pair_w = np.ascontiguousarray(w.T)
             self.pairs = np.asarray(pairs, dtype=np.intp).reshape(-1, 2)
+            self._classes = np.arange(k)
+            self._ij = self.pairs[:, 0] * k + self.pairs[:, 1]      # flat (i, j) and (j, i)
+            self._ji = self.pairs[:, 1] * k + self.pairs[:, 0]
             if self.rho.size != len(pairs):
                 raise ValueError(f"SVMClassifier: {self.rho.size} rho values for "
                                  f"{len(pairs)} class pairs")
@@ -232,18 +240,16 @@ class SVMClassifier:
         k = self.k
         # the label comes from one-vs-one votes even when probabilities are output, as in
         # onnxruntime (libsvm's predict_probability would take the most probable class)
-        votes = np.zeros((n, k), np.int64)
         win = np.where(dec > 0, self.pairs[:, 0], self.pairs[:, 1])
-        rows = np.arange(n)
-        for p in range(win.shape[1]):
-            votes[rows, win[:, p]] += 1
-        label = self.labels[np.argmax(votes, axis=1)]
+        # votes per class: one comparison of every pair's winner with every class
+        votes = np.add.reduce(win[:, :, None] == self._classes, axis=1)
+        label = self.labels[votes.argmax(axis=1)]
         if self.proba:
-            r = np.zeros((n, k, k))
-            pr = np.clip(_platt(dec, self.prob_a, self.prob_b), 1e-7, 1 - 1e-7)
-            i, j = self.pairs[:, 0], self.pairs[:, 1]
-            r[:, i, j] = pr
-            r[:, j, i] = 1.0 - pr
+            r = np.zeros((n, k * k))
+            pr = np.minimum(np.maximum(_platt(dec, self.prob_a, self.prob_b), 1e-7), 1 - 1e-7)
+            r[:, self._ij] = pr
+            r[:, self._ji] = 1.0 - pr
+            r = r.reshape(n, k, k)
             probs = _couple(r, pool_of(ctx))
             return label, post_transform(probs, self.transform).astype(_F32)
         if k == 2:

@@ -7,10 +7,12 @@ beta scale only when they are not 1.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
 
+from onnxrt.framework.blas_threads import blas_threads_unused
 from onnxrt.framework.parallel import SERIAL, ThreadPool, pool_of, split
 from onnxrt.providers.cpu import CPU
 from onnxrt.providers.cpu.nn import compute_dtype, jit
@@ -112,6 +114,9 @@ class _Parked:
         pass
 
 
+_NOTHING = contextlib.nullcontext()
+
+
 def _own_threads(flops: int, pool: ThreadPool) -> Any:
     """A product on BLAS's own threads (the spinning intra-op workers parked), or with BLAS
     single-threaded when it is small (under split_matmul's bound): waking BLAS's threads
@@ -119,7 +124,11 @@ def _own_threads(flops: int, pool: ThreadPool) -> Any:
     before onnxrt) they then spin for ~0.1 s and take the cores from the next run. The one
     1x1024 by 1024x1000 Gemm of inception_v2 did that on every run: 105 ms instead of 26.
     (A context object, not a generator: this is on every product's path.)"""
-    return pool.single_blas() if flops < jit._MM_SPLIT_MIN else _Parked(pool)
+    if flops >= jit._MM_SPLIT_MIN:
+        return _Parked(pool)
+    # below OpenBLAS's own threshold the product runs on the calling thread anyway: setting
+    # BLAS's count to 1 and back (~15 us) was most of a batch-1 classifier head's Gemm
+    return _NOTHING if blas_threads_unused(flops // 2) else pool.single_blas()
 
 
 def _mm(a: np.ndarray, b: np.ndarray, pool: ThreadPool) -> np.ndarray:

@@ -14,7 +14,7 @@ from onnxrt.validate.alloc import check_alloc
 
 
 def _ints(v: Any) -> list[int]:
-    return [int(i) for i in np.asarray(v).reshape(-1)]
+    return [int(i) for i in np.asarray(v).reshape(-1).tolist()]
 
 
 def _axis(a: int, rank: int, op: str) -> int:
@@ -254,7 +254,7 @@ def pad_array(x: np.ndarray, pads: Sequence[int], mode: str = "constant", value:
     for i, a in enumerate(ax):
         begin[a] = int(pads[i])
         end[a] = int(pads[i + len(ax)])
-    if any(b < 0 or e < 0 for b, e in zip(begin, end)):  # negative pads crop first
+    if min(begin) < 0 or min(end) < 0:  # negative pads crop first
         if any(d + min(b, 0) + min(e, 0) < 0 for b, e, d in zip(begin, end, x.shape)):
             raise ValueError(f"Pad: negative pads {list(pads)} remove more than the whole "
                              f"dim of shape {list(x.shape)}")
@@ -278,7 +278,41 @@ def pad_array(x: np.ndarray, pads: Sequence[int], mode: str = "constant", value:
             raise ValueError(f"Pad: cannot {mode}-pad axis {a}: it is empty")
         if mode == "reflect" and max(b, e) > d - 1:  # onnxruntime refuses this too
             raise ValueError(f"Pad: reflect pads ({b}, {e}) exceed dim {d} - 1 on axis {a}")
-    return np.pad(x, list(zip(begin, end)), mode=mode)
+    if mode == "wrap" and any(b > d or e > d for b, e, d in zip(begin, end, x.shape)):
+        return np.pad(x, list(zip(begin, end)), mode=mode)     # wraps more than once
+    return _pad_copy(x, begin, end, mode)
+
+
+def _pad_copy(x: np.ndarray, begin: list[int], end: list[int], mode: str) -> np.ndarray:
+    """Edge, reflect or wrap padding as slice copies inside the output, one axis after the
+    other (np.pad's Python costs ~30-60 us a call: a streaming detector pads every chunk).
+    Each axis copies whole extents of the others: what it copies from a later axis's pads
+    is overwritten when that axis is filled from its (by then complete) interior."""
+    out = np.empty([d + b + e for d, b, e in zip(x.shape, begin, end)], dtype=x.dtype)
+    out[tuple([slice(b, b + d) for b, d in zip(begin, x.shape)])] = x
+    pre: tuple[slice, ...] = ()
+    for b, e, d in zip(begin, end, x.shape):
+        if b or e:
+            lo, hi = b, b + d           # the interior along this axis
+            if mode == "edge":
+                if b:
+                    out[pre + (slice(0, lo),)] = out[pre + (slice(lo, lo + 1),)]
+                if e:
+                    out[pre + (slice(hi, hi + e),)] = out[pre + (slice(hi - 1, hi),)]
+            elif mode == "reflect":     # the edge element itself is not repeated
+                if b:
+                    out[pre + (slice(0, lo),)] = out[pre + (slice(2 * lo, lo, -1),)]
+                if e:
+                    stop = hi - 2 - e
+                    out[pre + (slice(hi, hi + e),)] = out[
+                        pre + (slice(hi - 2, stop if stop >= 0 else None, -1),)]
+            else:                       # wrap, each pad at most the dim
+                if b:
+                    out[pre + (slice(0, lo),)] = out[pre + (slice(hi - b, hi),)]
+                if e:
+                    out[pre + (slice(hi, hi + e),)] = out[pre + (slice(lo, lo + e),)]
+        pre += (slice(None),)
+    return out
 
 
 def _pad_value(x: np.ndarray, v: Any) -> Any:

@@ -15,7 +15,7 @@ from onnxrt.validate.alloc import check_alloc
 
 def _ints(v: Any) -> list[int]:
     """A host shape/axes value (array, list or scalar) as a list of Python ints."""
-    return [int(i) for i in np.asarray(v).reshape(-1)]
+    return [int(i) for i in np.asarray(v).reshape(-1).tolist()]
 
 
 def _norm_axes(axes: Sequence[int], rank: int, op: str) -> list[int]:
@@ -151,6 +151,24 @@ def _unsqueeze(x, axes):
     return x.reshape([1 if i in ax else next(it) for i in range(r)])
 
 
+# output shapes of Squeeze/Unsqueeze by (input shape, axes bytes): the shape chains around a
+# streaming model's LSTM run a dozen of them per chunk, each ~3 us of axis checks in Python
+_SHAPES: dict[tuple[Any, ...], tuple[int, ...]] = {}
+_SHAPES_KEPT = 4096
+
+
+def _memo_reshape(op: Any, x: np.ndarray, axes: Any) -> np.ndarray:
+    if type(axes) is np.ndarray and axes.dtype == np.int64 and axes.size <= 8:
+        key = (op, x.shape, axes.tobytes())
+        out = _SHAPES.get(key)
+        if out is None:
+            out = op(x, _ints(axes)).shape      # raises on bad axes: nothing is kept
+            if len(_SHAPES) < _SHAPES_KEPT:
+                _SHAPES[key] = out
+        return x.reshape(out)
+    return op(x, _ints(axes))
+
+
 @CPU.kernel("Squeeze", since=1, until=12)
 def squeeze_v1(x, *, axes=None):
     return _squeeze(np.asarray(x), axes)
@@ -158,7 +176,8 @@ def squeeze_v1(x, *, axes=None):
 
 @CPU.kernel("Squeeze", since=13, host_inputs=(1,))
 def squeeze(x, axes=None):
-    return _squeeze(np.asarray(x), None if axes is None else _ints(axes))
+    x = np.asarray(x)
+    return _squeeze(x, None) if axes is None else _memo_reshape(_squeeze, x, axes)
 
 
 @CPU.kernel("Unsqueeze", since=1, until=12)
@@ -170,7 +189,7 @@ def unsqueeze_v1(x, *, axes=None):
 
 @CPU.kernel("Unsqueeze", since=13, host_inputs=(1,))
 def unsqueeze(x, axes):
-    return _unsqueeze(np.asarray(x), _ints(axes))
+    return _memo_reshape(_unsqueeze, np.asarray(x), axes)
 
 
 # -- Expand, Identity ------------------------------------------------------------------------
