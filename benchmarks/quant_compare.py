@@ -133,7 +133,7 @@ def main() -> None:
     p.add_argument("--json", default="")
     args = p.parse_args()
     only = {s for s in args.only.split(",") if s}
-    from onnxrt.execute import warmup
+    from onnxrt.framework import warmup
     if not warmup.wait(1800):   # time the compiled kernels, as a user's later sessions do
         print(f"compiled kernels unavailable ({warmup.status()}): the NumPy kernels run")
     results = []

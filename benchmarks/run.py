@@ -369,7 +369,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         from onnxrt.framework import warmup
     except ImportError:     # an older onnxrt (a before run): warmup lived in execute/
         try:
-            from onnxrt.execute import warmup
+            from onnxrt.framework import warmup
         except ImportError:     # from before the background compile
             warmup = None
     t = time.perf_counter()

@@ -132,7 +132,7 @@ def main() -> None:
     import cases_classic_ml
     import cases_sequence
 
-    from onnxrt.execute import warmup
+    from onnxrt.framework import warmup
 
     # the kernels compile in the background on a new machine (or after an edit of the
     # sources): time the compiled ones, not the NumPy fallbacks

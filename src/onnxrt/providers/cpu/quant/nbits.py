@@ -27,6 +27,7 @@ import numpy as np
 from onnxrt.framework.parallel import SERIAL, ThreadPool
 from onnxrt.providers.cpu import blas
 from onnxrt.providers.cpu.nn import jit
+from onnxrt.providers.cpu.quant import nbits_q8
 
 __all__ = ["kernels", "NBitsWeight"]
 
@@ -324,6 +325,17 @@ class NBitsWeight:
         work = m * self.n * self.k
         spread = work >= _PAR_MIN
         if m <= _GEMV_M and not self.has_g:
+            q8 = nbits_q8.kernels() if level4 and self.bits == 4 and self.block >= 32 \
+                else None
+            if q8 is not None:
+                # accuracy_level 4 in integers, as onnxruntime computes it (nbits_q8.py)
+                qa = np.empty((m, self.kb, self.block), np.int8)
+                sa = np.empty((m, self.kb), _F32)
+                asum = np.empty((m, self.kb), _F32)
+                q8["prep"](np.ascontiguousarray(a, _F32), self.block, qa, sa, asum)
+                pool.for_ranges(q8["gemv"], (qa, sa, asum, self.codes, self.scales, self.szp,
+                                             bvec, has_b, y), self.n, work >= _GEMV_PAR_MIN)
+                return y
             ap, asum = self.planes(k, a, level4)
             four = self.bits == 4 and self.block >= 32
             pool.for_ranges(k["gemv4" if four else "gemv"],
