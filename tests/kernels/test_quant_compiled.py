@@ -322,12 +322,14 @@ def _level4_ref(a, codes, s, z, block):
     return (isum * (sa[:, None, :].astype(np.float64) * s[None].astype(np.float64))).sum(-1)
 
 
+@pytest.mark.parametrize("same_zp", [False, True])
 @pytest.mark.parametrize("m,k,n,block", [(1, 100, 45, 32), (2, 200, 17, 128), (3, 512, 64, 64),
                                          (4, 1000, 33, 32)])
-def test_matmul_nbits_level4_integer_exact(m, k, n, block):
+def test_matmul_nbits_level4_integer_exact(m, k, n, block, same_zp):
     """The integer decoding kernel (quant/nbits_q8.py: vpmaddubsw over the codes) against
     the exact integer formula: ragged last blocks, column counts that are not a multiple of
-    the four a call, zero points other than 8."""
+    the four a call, zero points of every block different or all one value (11: the kernel
+    then reads no scale * zero point array)."""
     from onnxrt.providers.cpu.quant import nbits, nbits_q8
 
     if nbits_q8.kernels() is None:
@@ -335,7 +337,7 @@ def test_matmul_nbits_level4_integer_exact(m, k, n, block):
     kb = -(-k // block)
     codes = _q((n, kb, block // 2), np.uint8)
     s = (RNG.random((n, kb)) * 0.1 + 0.01).astype(_F32)
-    z = RNG.integers(0, 16, (n, kb)).astype(_F32)
+    z = np.full((n, kb), 11, _F32) if same_zp else RNG.integers(0, 16, (n, kb)).astype(_F32)
     a = RNG.standard_normal((m, k)).astype(_F32)
     a[0, :block] = 0                        # a block of zeros: scale 0
     bias = RNG.standard_normal(n).astype(_F32)

@@ -282,6 +282,11 @@ class NBitsWeight:
         self.scales = np.ascontiguousarray(scales, _F32).reshape(n, self.kb)
         self.zps = np.ascontiguousarray(zps, _F32).reshape(n, self.kb)
         self.szp = self.scales * self.zps        # scale * zero point, the blocks' offsets
+        z0 = self.zps.reshape(-1)[:1]
+        # one zero point everywhere (symmetric weights: the default 2^(bits-1)): the
+        # integer kernel then reads no szp
+        self.zp_same = float(z0[0]) if z0.size and (self.zps == z0[0]).all() and z0[0] >= 0 \
+            else -1.0
         self.gidx = (np.zeros(1, np.int64) if g_idx is None
                      else np.ascontiguousarray(g_idx, np.int64).reshape(-1))
         self.has_g = g_idx is not None
@@ -334,7 +339,8 @@ class NBitsWeight:
                 asum = np.empty((m, self.kb), _F32)
                 q8["prep"](np.ascontiguousarray(a, _F32), self.block, qa, sa, asum)
                 pool.for_ranges(q8["gemv"], (qa, sa, asum, self.codes, self.scales, self.szp,
-                                             bvec, has_b, y), self.n, work >= _GEMV_PAR_MIN)
+                                             _F32(self.zp_same), bvec, has_b, y), self.n,
+                                work >= _GEMV_PAR_MIN)
                 return y
             ap, asum = self.planes(k, a, level4)
             four = self.bits == 4 and self.block >= 32
