@@ -131,6 +131,8 @@ def _dot_q8_intrinsic(cols: int) -> Any:
         maddubs = declare(mod, "llvm.x86.avx2.pmadd.ub.sw", v16i16, [v32i8, v32i8])
         maddwd = declare(mod, "llvm.x86.avx2.pmadd.wd", v8i32, [v16i16, v16i16])
         fma = declare(mod, "llvm.fma.v8f32", v8f, [v8f, v8f, v8f])
+        prefetch = declare(mod, "llvm.prefetch.p0i8", ir.VoidType(),
+                           [i8.as_pointer(), i32, i32, i32])
         lanes = [cgutils.alloca_once_value(builder, ir.Constant(v8f, None))
                  for _ in range(cols)]
         accs = [cgutils.alloca_once_value(builder, ir.Constant(v8i32, None))
@@ -154,6 +156,14 @@ def _dot_q8_intrinsic(cols: int) -> Any:
                     v32i8.as_pointer()), align=1)
                 boff = builder.mul(idx, ir.Constant(i64, 16))
                 for c in range(cols):
+                    # two calls ahead (2 * cols rows of codes on): a cold weight is
+                    # streamed from memory, and the hardware's prefetch alone left the
+                    # kernel waiting on it most of the time
+                    ahead = builder.add(builder.add(bcol[c], boff),
+                                        builder.mul(bstride, ir.Constant(i64, 2 * cols)))
+                    builder.call(prefetch, [builder.inttoptr(ahead, i8.as_pointer()),
+                                            ir.Constant(i32, 0), ir.Constant(i32, 3),
+                                            ir.Constant(i32, 1)])
                     bv = builder.load(builder.inttoptr(builder.add(bcol[c], boff),
                                                        v16i8.as_pointer()), align=1)
                     codes = builder.shuffle_vector(builder.and_(bv, mask),
