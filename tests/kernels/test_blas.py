@@ -309,6 +309,7 @@ def test_stacked_products_split_over_threads_by_items(ashape, bshape, monkeypatc
     from onnxrt.providers.cpu.nn import matmul as mm
 
     monkeypatch.setattr(jit, "_MM_SPLIT_MIN", 0)
+    monkeypatch.setattr(mm, "_STACK_SPLIT_MIN", 0)
     monkeypatch.setattr(jit, "split_matmul", lambda a, b, pool: None)    # the stack path
     calls = []
     real = ThreadPool.parallel_for
@@ -321,3 +322,43 @@ def test_stacked_products_split_over_threads_by_items(ashape, bshape, monkeypatc
         y = mm.matmul(a, b, pool)
     np.testing.assert_allclose(y, np.matmul(a.astype(np.float64), b), rtol=1e-4, atol=1e-4)
     assert calls == ([2] if len(bshape) > 2 else [])    # a 2-D b: one flattened product
+
+
+@pytest.mark.parametrize("ashape,bshape", [((1, 4, 128, 64), (1, 4, 64, 128)),
+                                          ((8, 128, 64), (8, 64, 128)),
+                                          ((1, 12, 128, 64), (1, 12, 64, 128))])
+def test_small_stacks_stay_on_one_blas_thread(ashape, bshape, monkeypatch):
+    """Stacks of small products (attention exported without fusions) run as numpy's loop on
+    one BLAS thread: no split over the session's threads, whose wake-ups cost more than the
+    items; the result is numpy's."""
+    from onnxrt.providers.cpu.nn import matmul as mm
+
+    calls = []
+    real = ThreadPool.parallel_for
+    monkeypatch.setattr(ThreadPool, "parallel_for",
+                        lambda self, n, fn: calls.append(n) or real(self, n, fn))
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal(ashape).astype(np.float32)
+    b = rng.standard_normal(bshape).astype(np.float32)
+    with _run_of(2) as pool:
+        y = mm.matmul(a, b, pool)
+    np.testing.assert_allclose(y, np.matmul(a.astype(np.float64), b), rtol=1e-4, atol=1e-4)
+    assert calls == []
+
+
+@pytest.mark.parametrize("k,n", [(512, 1024), (512, 8000), (1408, 512)])
+def test_one_row_products_are_one_gemv(k, n, monkeypatch):
+    """A single row times a weight (a decoder's step) is one gemv on one BLAS thread, not
+    column blocks over the session's threads; the result is numpy's."""
+    calls = []
+    real = ThreadPool.parallel_for
+    monkeypatch.setattr(ThreadPool, "parallel_for",
+                        lambda self, cnt, fn: calls.append(cnt) or real(self, cnt, fn))
+    rng = np.random.default_rng(10)
+    a = rng.standard_normal((1, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    with _run_of(2) as pool:
+        y = jit.split_matmul(a, b, pool)
+    assert y is not None
+    np.testing.assert_allclose(y, np.matmul(a.astype(np.float64), b), rtol=1e-4, atol=1e-4)
+    assert calls == []

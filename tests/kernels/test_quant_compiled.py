@@ -310,3 +310,94 @@ def test_matmul_nbits_level4_compiled(m):
     err_ref = np.abs(ref[0] - exact[0]).max()
     assert err_ref > 1e-3
     assert np.abs(got[0] - ref[0]).max() <= 0.05 * err_ref
+
+
+def _level4_ref(a, codes, s, z, block):
+    """onnxruntime's accuracy_level 4 product, exactly: each block of A quantized to int8
+    (scale max|a| / 127, half to even, +-127), int64 sums of qa * (q - zp) per block,
+    scaled by the two block scales and summed in float64."""
+    m, k = a.shape
+    n, kb = s.shape
+    q = np.stack([codes & 15, codes >> 4], -1).reshape(n, kb, block).astype(np.int64)
+    ap = np.zeros((m, kb * block), _F32)
+    ap[:, :k] = a
+    ab = ap.reshape(m, kb, block)
+    sa = (np.abs(ab).max(-1) / _F32(127)).astype(_F32)
+    inv = np.where(sa != 0, _F32(1) / np.where(sa != 0, sa, 1), 0).astype(_F32)
+    qa = np.clip(np.rint(ab * inv[..., None]), -127, 127).astype(np.int64)
+    isum = np.einsum("mkb,nkb->mnk", qa, q - z.astype(np.int64)[..., None])
+    return (isum * (sa[:, None, :].astype(np.float64) * s[None].astype(np.float64))).sum(-1)
+
+
+@pytest.mark.parametrize("same_zp", [False, True])
+@pytest.mark.parametrize("m,k,n,block", [(1, 100, 45, 32), (2, 200, 17, 128), (3, 512, 64, 64),
+                                         (4, 1000, 33, 32)])
+def test_matmul_nbits_level4_integer_exact(m, k, n, block, same_zp):
+    """The integer decoding kernel (quant/nbits_q8.py: vpmaddubsw over the codes) against
+    the exact integer formula: ragged last blocks, column counts that are not a multiple of
+    the four a call, zero points of every block different or all one value (11: the kernel
+    then reads no scale * zero point array)."""
+    from onnxrt.providers.cpu.quant import nbits, nbits_q8
+
+    if nbits_q8.kernels() is None:
+        pytest.skip("no AVX2 on this CPU: the float path of accuracy_level 4 runs")
+    kb = -(-k // block)
+    codes = _q((n, kb, block // 2), np.uint8)
+    s = (RNG.random((n, kb)) * 0.1 + 0.01).astype(_F32)
+    z = np.full((n, kb), 11, _F32) if same_zp else RNG.integers(0, 16, (n, kb)).astype(_F32)
+    a = RNG.standard_normal((m, k)).astype(_F32)
+    a[0, :block] = 0                        # a block of zeros: scale 0
+    bias = RNG.standard_normal(n).astype(_F32)
+    w = nbits.NBitsWeight(codes, s, z, None, k, n, 4, block)
+    y = w.matmul(nbits.kernels(), a, bias, True)
+    ref = _level4_ref(a, codes, s, z, block) + bias
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("m", [1, 4])
+def test_matmul_nbits_level4_decode_rows_vs_onnxruntime(m):
+    """Decoding rows at accuracy_level 4 on a wider product (K 1024, N 70: the integer
+    kernel's four-column calls and remainder): onnxruntime's integer compute within float
+    rounding, far closer than the float product is."""
+    from kernels.contrib_oracle import both
+
+    k, n, block = 1024, 70, 32
+    kb = k // block
+    b = _q((n, kb, 16), np.uint8)
+    s = (RNG.random((n, kb)) * 0.1 + 0.01).astype(_F32)
+    z = _q((n, -(-kb // 2)), np.uint8)
+    ins = [("a", RNG.standard_normal((m, k)).astype(_F32)), ("b", b), ("s", s), ("z", z)]
+    ref, got = both("MatMulNBits", ins, consts=("b", "s", "z"), K=k, N=n, bits=4,
+                    block_size=block, accuracy_level=4)
+    exact = both("MatMulNBits", ins, consts=("b", "s", "z"), K=k, N=n, bits=4,
+                 block_size=block)[1]
+    err_ref = np.abs(ref[0] - exact[0]).max()
+    assert err_ref > 1e-2
+    assert np.abs(got[0] - ref[0]).max() <= 0.01 * err_ref
+
+
+def test_matmul_nbits_level4_decode_takes_integer_kernel(monkeypatch):
+    """A decoding row at accuracy_level 4 runs the integer kernel (not A scaled back to
+    float and the float product), and its answer is that kernel's."""
+    from onnxrt.providers.cpu.quant import nbits, nbits_q8
+
+    real = nbits_q8.kernels()
+    if real is None:
+        pytest.skip("no AVX2 on this CPU: the float path of accuracy_level 4 runs")
+    calls = []
+
+    def spy(*args):
+        calls.append(args[-2:])
+        return real["gemv"](*args)
+
+    monkeypatch.setattr(nbits_q8, "kernels", lambda: {"prep": real["prep"], "gemv": spy})
+    k, n, block = 256, 12, 32
+    codes = _q((n, k // block, 16), np.uint8)
+    s = (RNG.random((n, k // block)) * 0.1 + 0.01).astype(_F32)
+    z = np.full((n, k // block), 8, _F32)
+    a = RNG.standard_normal((1, k)).astype(_F32)
+    w = nbits.NBitsWeight(codes, s, z, None, k, n, 4, block)
+    calls.clear()
+    y = w.matmul(nbits.kernels(), a, None, True)
+    assert calls == [(0, n)]
+    np.testing.assert_allclose(y, _level4_ref(a, codes, s, z, block), rtol=1e-5, atol=1e-4)

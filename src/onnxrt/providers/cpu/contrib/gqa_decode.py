@@ -53,22 +53,33 @@ def _decode(q, k, v, past_k, past_v, past_len, cos, sin, do_rot, interleaved, sc
     hd = q.shape[2]
     p_out = pk.shape[2]
     qr = np.empty(hd, _F32)
+    o = np.empty(hd, _F32)
     sc = np.empty(p_out, _F32)
     for it in range(lo, hi):
         b = it // n_kv
         g = it - b * n_kv
         pl = past_len[b]
+        # 2-D views hoisted and flat index loops: a view or slice copy per position (a
+        # few tens of ns each, 1000+ a layer) cost more than the arithmetic
+        kg = pk[b, g]
+        vg = pv[b, g]
+        pkg = past_k[b, g]
+        pvg = past_v[b, g]
         for t in range(pl):
-            pk[b, g, t] = past_k[b, g, t]
-            pv[b, g, t] = past_v[b, g, t]
+            for i in range(hd):
+                kg[t, i] = pkg[t, i]
+                vg[t, i] = pvg[t, i]
         if do_rot:
-            _rot(k[b, g], pk[b, g, pl], cos, sin, pl, interleaved)
+            _rot(k[b, g], kg[pl], cos, sin, pl, interleaved)
         else:
-            pk[b, g, pl] = k[b, g]
-        pv[b, g, pl] = v[b, g]
+            for i in range(hd):
+                kg[pl, i] = k[b, g, i]
+        for i in range(hd):
+            vg[pl, i] = v[b, g, i]
         for t in range(pl + 1, p_out):
-            pk[b, g, t] = 0
-            pv[b, g, t] = 0
+            for i in range(hd):
+                kg[t, i] = 0
+                vg[t, i] = 0
         total = pl + 1
         t0 = total - window if window >= 0 and total > window else 0
         for hh in range(group):
@@ -76,13 +87,13 @@ def _decode(q, k, v, past_k, past_v, past_len, cos, sin, do_rot, interleaved, sc
             if do_rot:
                 _rot(q[b, h], qr, cos, sin, pl, interleaved)
             else:
-                qr[:] = q[b, h]
+                for i in range(hd):
+                    qr[i] = q[b, h, i]
             mx = -np.inf
             for t in range(t0, total):
-                kr = pk[b, g, t]
                 d = _F32(0)
                 for i in range(hd):
-                    d += qr[i] * kr[i]
+                    d += qr[i] * kg[t, i]
                 d *= scale
                 if softcap > 0:
                     d = softcap * math.tanh(d / softcap)
@@ -93,13 +104,14 @@ def _decode(q, k, v, past_k, past_v, past_len, cos, sin, do_rot, interleaved, sc
                 e = math.exp(sc[t] - mx)
                 sc[t] = e
                 tot += e
-            o = out[b, h]
-            o[:] = 0
+            for i in range(hd):
+                o[i] = 0
             for t in range(t0, total):
                 p = sc[t] / tot
-                vr = pv[b, g, t]
                 for i in range(hd):
-                    o[i] += p * vr[i]
+                    o[i] += p * vg[t, i]
+            for i in range(hd):
+                out[b, h, i] = o[i]
 
 
 _SLOT: list[Any] = []

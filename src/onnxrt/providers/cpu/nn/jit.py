@@ -195,6 +195,14 @@ def split_matmul(a: np.ndarray, b: np.ndarray, pool: ThreadPool = SERIAL) -> np.
     m, k = a.shape
     n = b.shape[1]
     t = pool.threads
+    if t >= 2 and m == 1 and b.shape[0] == k:
+        # one row (a decoder's step): one gemv on one BLAS thread. Column blocks of b on
+        # the session's threads (strided halves of b, a worker to wake per product) were
+        # 1.5-2x slower at every size of a genai decoder's step (512x1024 to 512x8000,
+        # under the lock, the second core shared); BLAS's own threads were faster on
+        # median but spin-wait on a busy core (framework/hotpool.py's ViT note)
+        with pool.single_blas():
+            return np.matmul(a, b)
     if t < 2 or 2 * m * n * k < _MM_SPLIT_MIN or b.shape[0] != k:
         return None
     if m < _MM_GEMV_M:

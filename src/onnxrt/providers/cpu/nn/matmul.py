@@ -28,6 +28,13 @@ def _blasable(x: np.ndarray) -> np.ndarray:
     return x
 
 
+# stacks of products split over the session's threads from this many flops: below it one
+# BLAS thread over the whole stack was faster ([1,4,128,64]x[1,4,64,128]: 190 us against
+# 394 split, onnxruntime 193; [1,12,128,64]x[1,12,64,128]: 540 against 632; alternating,
+# under the lock)
+_STACK_SPLIT_MIN = 32_000_000
+
+
 def matmul(a: np.ndarray, b: np.ndarray, pool: ThreadPool = SERIAL) -> np.ndarray:
     """np.matmul, fast where numpy's own broadcasting is not: a stack times a matrix is one
     GEMM over the flattened stack (2-3x faster at batch 8 than numpy's per-item loop),
@@ -52,14 +59,14 @@ def matmul(a: np.ndarray, b: np.ndarray, pool: ThreadPool = SERIAL) -> np.ndarra
     n = b.shape[-1] if b.ndim > 1 else 1
     m = a.shape[-2] if a.ndim > 1 else 1
     flops = 2 * max(a.size * n, b.size * m)
-    if flops >= jit._MM_SPLIT_MIN and a.ndim >= 3 and b.ndim >= 2:
+    if flops >= _STACK_SPLIT_MIN and a.ndim >= 3 and b.ndim >= 2:
         y = _split_stack(a, b, pool)
         if y is not None:
             return y
-    if a.ndim > 2 and b.ndim > 2 and 2 * m * n * a.shape[-1] < jit._MM_SPLIT_MIN:
-        # a stack of small products left unsplit (attention's Q K^T and P V exported without
-        # fusions): numpy's loop over them on one BLAS thread, never waking BLAS's threads
-        # (and parking the intra-op workers) for each item
+    if a.ndim > 2 and b.ndim > 2 and flops < _STACK_SPLIT_MIN:
+        # a stack of small products (attention's Q K^T and P V exported without fusions):
+        # numpy's loop over them on one BLAS thread, never waking BLAS's threads (and
+        # parking the intra-op workers) for each item
         with pool.single_blas():
             return np.matmul(a, b)
     with _own_threads(flops, pool):

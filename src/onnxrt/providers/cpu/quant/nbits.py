@@ -27,6 +27,7 @@ import numpy as np
 from onnxrt.framework.parallel import SERIAL, ThreadPool
 from onnxrt.providers.cpu import blas
 from onnxrt.providers.cpu.nn import jit
+from onnxrt.providers.cpu.quant import nbits_q8
 
 __all__ = ["kernels", "NBitsWeight"]
 
@@ -281,6 +282,11 @@ class NBitsWeight:
         self.scales = np.ascontiguousarray(scales, _F32).reshape(n, self.kb)
         self.zps = np.ascontiguousarray(zps, _F32).reshape(n, self.kb)
         self.szp = self.scales * self.zps        # scale * zero point, the blocks' offsets
+        z0 = self.zps.reshape(-1)[:1]
+        # one zero point everywhere (symmetric weights: the default 2^(bits-1)): the
+        # integer kernel then reads no szp
+        self.zp_same = float(z0[0]) if z0.size and (self.zps == z0[0]).all() and z0[0] >= 0 \
+            else -1.0
         self.gidx = (np.zeros(1, np.int64) if g_idx is None
                      else np.ascontiguousarray(g_idx, np.int64).reshape(-1))
         self.has_g = g_idx is not None
@@ -324,6 +330,18 @@ class NBitsWeight:
         work = m * self.n * self.k
         spread = work >= _PAR_MIN
         if m <= _GEMV_M and not self.has_g:
+            q8 = nbits_q8.kernels() if level4 and self.bits == 4 and self.block >= 32 \
+                else None
+            if q8 is not None:
+                # accuracy_level 4 in integers, as onnxruntime computes it (nbits_q8.py)
+                qa = np.empty((m, self.kb, self.block), np.int8)
+                sa = np.empty((m, self.kb), _F32)
+                asum = np.empty((m, self.kb), _F32)
+                q8["prep"](np.ascontiguousarray(a, _F32), self.block, qa, sa, asum)
+                pool.for_ranges(q8["gemv"], (qa, sa, asum, self.codes, self.scales, self.szp,
+                                             _F32(self.zp_same), bvec, has_b, y), self.n,
+                                work >= _GEMV_PAR_MIN)
+                return y
             ap, asum = self.planes(k, a, level4)
             four = self.bits == 4 and self.block >= 32
             pool.for_ranges(k["gemv4" if four else "gemv"],
