@@ -6,8 +6,10 @@ What it compiles is what sessions take: sessions over a small convolutional mode
 nodes reach every compiled conv and pool path (dense 3x3 and 1x1 with each fused
 activation and a residual, strided, grouped and depthwise convs, overlapping,
 non-overlapping and 3x3/1 pools) at one and two threads, batch 1 and 2, then the kernels
-other modules compile once (GELUs, layer norms, attention heads, the matrix-product split
-and the hot pool's serving loop). A kernel it misses still compiles where first needed.
+other modules compile once (GELUs, layer norms, attention heads, the matrix-product split,
+the hot pool's serving loop, the integer products and quantized adds, MatMulNBits, the
+decoding attention step, the recurrent loops, tree walks, SVM coupling and Scan distances).
+A kernel it misses still compiles where first needed.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from typing import Any
 
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
@@ -70,6 +73,33 @@ def _model() -> bytes:
                              opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
 
 
+def _quant_model() -> bytes:
+    """QLinearConv dense and depthwise, and com.microsoft QLinearAdd, on uint8 activations."""
+    rng = np.random.default_rng(0)
+
+    def t(name: str, v: np.ndarray) -> Any:
+        return numpy_helper.from_array(v, name)
+
+    inits = [t("s", np.array(0.05, np.float32)), t("z", np.array(128, np.uint8)),
+             t("ws", np.array(0.02, np.float32)), t("wz", np.array(0, np.int8)),
+             t("w", rng.integers(-20, 20, (8, 8, 3, 3)).astype(np.int8)),
+             t("wd", rng.integers(-20, 20, (8, 1, 3, 3)).astype(np.int8))]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+             helper.make_node("QLinearConv", ["q", "s", "z", "w", "ws", "wz", "s", "z"],
+                              ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("QLinearConv", ["c1", "s", "z", "wd", "ws", "wz", "s", "z"],
+                              ["c2"], pads=[1, 1, 1, 1], group=8),
+             helper.make_node("QLinearAdd", ["c1", "s", "z", "c2", "s", "z", "s", "z"],
+                              ["a"], domain="com.microsoft"),
+             helper.make_node("DequantizeLinear", ["a", "s", "z"], ["y"])]
+    g = helper.make_graph(
+        nodes, "warm_q", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(g, ir_version=8, opset_imports=[
+        helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    ).SerializeToString()
+
+
 def compile_all() -> None:
     import onnxrt
     from onnxrt.framework import hotpool
@@ -90,6 +120,23 @@ def compile_all() -> None:
     gelu._fast_gelu_kernel()
     layer_norm._norm_kernel()
     attention._heads_kernel()
+    # the kernels of the other families (each build warms its own signatures): without them
+    # here, every process after the warm-up compiled these at its first session that needed
+    # one (1.5 s for a quantized ResNet)
+    from onnxrt.providers.cpu.contrib import gqa_decode
+    from onnxrt.providers.cpu.controlflow import scan_cdist
+    from onnxrt.providers.cpu.ml import svm, tree_compiled
+    from onnxrt.providers.cpu.quant import nbits
+    from onnxrt.providers.cpu.rnn import compiled as rnn_compiled
+    for build in (gqa_decode.kernel, rnn_compiled.kernel, tree_compiled.kernel,
+                  svm._couple_kernel, scan_cdist.kernel):
+        build()
+    # a 4-bit weight warms both MatMulNBits paths (float and accuracy_level 4) as it is made
+    nbits.NBitsWeight(np.zeros((4, 1, 16), np.uint8), np.ones((4, 1), np.float32),
+                      np.full((4, 1), 8, np.float32), None, 32, 4, 4, 32)
+    # the integer convolutions (dense and depthwise) and the quantized add warm as their
+    # kernels are made, at session creation
+    onnxrt.InferenceSession(_quant_model(), providers=["CPUExecutionProvider"])
     a = np.ones((64, 256), np.float32)
     pool = ThreadPool(2)
     try:
