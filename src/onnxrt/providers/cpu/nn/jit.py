@@ -28,6 +28,7 @@ from typing import Any, Callable
 import numpy as np
 
 from onnxrt.framework import hotpool, warmup
+from onnxrt.framework.blas_threads import blas_threads_unused
 from onnxrt.framework.parallel import SERIAL, ThreadPool, split
 from onnxrt.ir.dtypes import np_dtype
 from onnxrt.providers.cpu import blas, vmath
@@ -200,7 +201,10 @@ def split_matmul(a: np.ndarray, b: np.ndarray, pool: ThreadPool = SERIAL) -> np.
         # the session's threads (strided halves of b, a worker to wake per product) were
         # 1.5-2x slower at every size of a genai decoder's step (512x1024 to 512x8000,
         # under the lock, the second core shared); BLAS's own threads were faster on
-        # median but spin-wait on a busy core (framework/hotpool.py's ViT note)
+        # median but spin-wait on a busy core (framework/hotpool.py's ViT note). Below
+        # OpenBLAS's own threading threshold it runs on this thread anyway: no bound to set
+        if blas_threads_unused(n * k):
+            return np.matmul(a, b)
         with pool.single_blas():
             return np.matmul(a, b)
     if t < 2 or 2 * m * n * k < _MM_SPLIT_MIN or b.shape[0] != k:
