@@ -125,7 +125,7 @@ def _spawn() -> None:
     if not _STATE["said"]:
         _STATE["said"] = True
         _LOG.warning("onnxrt: compiling the CPU kernels in the background (first use on this "
-                     "machine, about 15-60 s, once); sessions run the NumPy kernels until "
+                     "machine, about 30-120 s, once); sessions run the NumPy kernels until "
                      "then")
 
 
