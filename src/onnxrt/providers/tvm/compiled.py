@@ -80,23 +80,40 @@ def build_runner(model: onnx.ModelProto, s: Settings, count: Callable[[str, floa
                 os.unlink(tmp)
         lib = tvm.runtime.load_module(path)
         count("compilations", time.perf_counter() - t0)
-    return _Runner(lib, len(model.graph.output))
+    return _Runner(lib, [onnx.helper.tensor_dtype_to_np_dtype(o.type.tensor_type.elem_type)
+                         if o.type.tensor_type.elem_type else np.dtype(np.float32)
+                         for o in model.graph.output])
 
 
-def _numpy(value: Any) -> np.ndarray:
+def _numpy(value: Any, dtype: np.dtype) -> np.ndarray:
     if hasattr(value, "numpy"):
         return value.numpy()
+    if isinstance(value, (int, float, np.number)) or hasattr(value, "value"):
+        # a Relax scalar value (a PrimValue: what the frontend makes of arithmetic on shape
+        # values, ViT's attention scale) as the 0-d array the graph declares
+        return np.array(getattr(value, "value", value), dtype=dtype)
     # a Relax shape value: what a group's Shape node hands out when it is a group output
     return np.array([int(d) for d in value], dtype=np.int64)
+
+
+def _is_shape(value: Any) -> bool:
+    """A Relax shape value (its dimensions are integers), as opposed to a tuple of
+    outputs."""
+    try:
+        return all(isinstance(d, (int, np.integer)) or type(d).__name__ == "IntImm"
+                   for d in value)
+    except TypeError:
+        return False
 
 
 class _Runner:
     """Calls the module's ``main`` on a virtual machine of the calling thread (a VM keeps
     its registers between calls, so threads must not share one)."""
 
-    def __init__(self, lib: Any, n_out: int) -> None:
+    def __init__(self, lib: Any, dtypes: list[np.dtype]) -> None:
         self.lib = lib
-        self.n_out = n_out
+        self.dtypes = dtypes
+        self.n_out = len(dtypes)
         self.local = threading.local()
 
     def _main(self) -> Any:
@@ -117,8 +134,14 @@ class _Runner:
                                                 else np.array(a, order="C")) for a in args])
         if hasattr(res, "numpy"):
             outs = [res.numpy()]
+        elif self.n_out == 1 and _is_shape(res):
+            # one output that is a shape value, not a tuple of outputs
+            outs = [_numpy(res, self.dtypes[0])]
+        elif not hasattr(res, "__iter__"):
+            outs = [_numpy(res, self.dtypes[0])]
         else:
-            outs = [_numpy(r) for r in res]
+            outs = [_numpy(r, dt) for r, dt in zip(res, self.dtypes)] \
+                if len(res) == self.n_out else [_numpy(r, np.dtype(np.float32)) for r in res]
         if len(outs) != self.n_out:
             raise RuntimeError(f"the TVM module returned {len(outs)} outputs, expected "
                                f"{self.n_out}")
