@@ -20,7 +20,6 @@ wrong product on the self-test) falls back to the next.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import json
 import os
 import threading
@@ -132,26 +131,18 @@ def _time_shapes(fn: Any, reps: int) -> float:
 
 
 def _machine_key(libs: list[str]) -> str:
-    """The CPU (model name and flags: a VM moved to another host gets another key) and the
-    files of the libraries compared (an upgrade measures again)."""
-    cpu = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith(("model name", "flags", "vendor_id")):
-                    cpu += line
-                if line.strip() == "":
-                    break
-    except OSError:
-        import platform
-        cpu = platform.processor() + platform.machine()
+    """The CPU (framework/warmup.machine_key) and the files of the libraries compared (an
+    upgrade measures again)."""
+    from onnxrt.framework.warmup import machine_key
+
+    extra = ""
     for lib in libs:
         try:
             st = os.stat(lib)
-            cpu += f"{lib}:{st.st_size}:{int(st.st_mtime)}"
+            extra += f"{lib}:{st.st_size}:{int(st.st_mtime)}"
         except OSError:
-            cpu += lib
-    return hashlib.sha256(cpu.encode()).hexdigest()[:24]
+            extra += lib
+    return machine_key(extra)
 
 
 def _cache_file() -> str:
