@@ -7,7 +7,7 @@ from typing import Callable, Collection
 from onnxrt.framework.capability import Capability
 from onnxrt.framework.graph_view import GraphView, NodeView
 
-__all__ = ["group_nodes", "drop_groups_of"]
+__all__ = ["group_nodes", "drop_groups_of", "claim_groups"]
 
 
 def group_nodes(graph: GraphView, predicate: Callable[[NodeView], bool],
@@ -121,6 +121,20 @@ def drop_groups_of(graph: GraphView, groups: list[Capability], ops: Collection[s
             continue
         keep.append(g)
     return keep
+
+
+def claim_groups(graph: GraphView, verdict: dict[int, str], ops: Collection[str],
+                 what: str) -> list[Capability]:
+    """A compile-based provider's ``get_capability`` from its verdict per node id (""
+    takes it, a reason declines it, absent: not judged, left alone): every reason shown
+    as a decline, the taken nodes grouped (``group_nodes``) and the groups of ``ops`` only
+    dropped (``drop_groups_of``)."""
+    for n in graph:
+        why = verdict.get(n.id, "")
+        if why:
+            graph.decline(n, why)
+    groups = group_nodes(graph, lambda n: verdict.get(n.id) == "")
+    return drop_groups_of(graph, groups, ops, what)
 
 
 def _can_merge(a: list[int], b: list[int], ancestors: Callable[[int], frozenset[int]]) -> bool:

@@ -8,7 +8,7 @@ from typing import Any, Callable, ClassVar, Sequence
 
 from onnxrt.errors import InvalidArgument
 from onnxrt.framework.devices import DeviceSupport, OrtHardwareDevice, OrtHardwareDeviceType
-from onnxrt.framework.grouping import drop_groups_of, group_nodes
+from onnxrt.framework.grouping import claim_groups
 from onnxrt.framework.provider import ExecutionProvider, _truthy
 from onnxrt.providers.dnnl import library
 from onnxrt.providers.dnnl.support import LAYOUT_ONLY, why_not
@@ -75,14 +75,8 @@ class DnnlExecutionProvider(ExecutionProvider):
 
     # -- partitioning --------------------------------------------------------------------
     def get_capability(self, graph: Any) -> list[Any]:
-        verdict = {}
-        for n in graph:
-            why = why_not(n, graph)
-            verdict[n.id] = why
-            if why:
-                graph.decline(n, why)
-        groups = group_nodes(graph, lambda n: not verdict[n.id])
-        return drop_groups_of(graph, groups, LAYOUT_ONLY, "only moves data")
+        verdict = {n.id: why_not(n, graph) for n in graph}
+        return claim_groups(graph, verdict, LAYOUT_ONLY, "only moves data")
 
     # -- compiling -----------------------------------------------------------------------
     def compile(self, fused: Any) -> Callable[..., Any]:

@@ -10,7 +10,7 @@ from onnxrt.errors import CannotCompile
 from onnxrt.framework.devices import (VENDOR_IDS, DeviceSupport, OrtHardwareDevice,
                                       OrtHardwareDeviceType)
 from onnxrt.framework.provider import ExecutionProvider
-from onnxrt.framework.grouping import drop_groups_of, group_nodes
+from onnxrt.framework.grouping import claim_groups
 from onnxrt.providers.openvino import runtime
 from onnxrt.providers.openvino.options import DEFAULTS, check_against_devices, parse_options
 
@@ -97,12 +97,7 @@ class OpenVINOExecutionProvider(ExecutionProvider):
         s = self.settings
         verdict = query_support(graph, list(graph), s.device, _query_config(s),
                                 s.cache_dir, s.key())
-        for n in graph:
-            why = verdict.get(n.id, "")
-            if why:
-                graph.decline(n, why)
-        groups = group_nodes(graph, lambda n: n.id in verdict and not verdict[n.id])
-        return drop_groups_of(graph, groups, _TRIVIAL, "moves no arithmetic")
+        return claim_groups(graph, verdict, _TRIVIAL, "moves no arithmetic")
 
     # -- compiling -----------------------------------------------------------------------
     def compile(self, fused: Any) -> Callable[..., Any]:

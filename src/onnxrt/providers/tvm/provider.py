@@ -8,7 +8,7 @@ import threading
 from typing import Any, Callable, ClassVar
 
 from onnxrt.errors import CannotCompile
-from onnxrt.framework.grouping import drop_groups_of, group_nodes
+from onnxrt.framework.grouping import claim_groups
 from onnxrt.framework.provider import ExecutionProvider
 from onnxrt.providers.tvm import runtime
 from onnxrt.providers.tvm.options import DEFAULTS, parse_options
@@ -62,14 +62,8 @@ class TVMExecutionProvider(ExecutionProvider):
     def get_capability(self, graph: Any) -> list[Any]:
         from onnxrt.providers.tvm.support import TRIVIAL, decline_reason
 
-        verdict = {}
-        for n in graph:
-            why = decline_reason(n, graph)
-            verdict[n.id] = why
-            if why:
-                graph.decline(n, why)
-        groups = group_nodes(graph, lambda n: not verdict[n.id])
-        return drop_groups_of(graph, groups, TRIVIAL, "moves no arithmetic")
+        verdict = {n.id: decline_reason(n, graph) for n in graph}
+        return claim_groups(graph, verdict, TRIVIAL, "moves no arithmetic")
 
     # -- compiling -----------------------------------------------------------------------
     def compile(self, fused: Any) -> Callable[..., Any]:
