@@ -291,13 +291,11 @@ def test_matmul_nbits_compiled(m, bits, block, zp):
                        block_size=block), rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("m", [1, 9])
-def test_matmul_nbits_level4_compiled(m):
-    """accuracy_level 4 (int8 activations per block) on both compiled paths: as close to
-    onnxruntime as onnxruntime is to itself in float32, far from the float product."""
+def _level4_vs_onnxruntime(m: int, k: int, n: int, block: int):
+    """A random 4-bit MatMulNBits at accuracy_level 4 on onnxruntime and onnxrt, and how far
+    onnxruntime's result is from the exact float product."""
     from kernels.contrib_oracle import both
 
-    k, n, block = 96, 40, 32
     kb = k // block
     b = _q((n, kb, 16), np.uint8)
     s = (RNG.random((n, kb)) * 0.1 + 0.01).astype(_F32)
@@ -308,6 +306,14 @@ def test_matmul_nbits_level4_compiled(m):
     exact = both("MatMulNBits", ins, consts=("b", "s", "z"), K=k, N=n, bits=4,
                  block_size=block)[1]
     err_ref = np.abs(ref[0] - exact[0]).max()
+    return ref, got, err_ref
+
+
+@pytest.mark.parametrize("m", [1, 9])
+def test_matmul_nbits_level4_compiled(m):
+    """accuracy_level 4 (int8 activations per block) on both compiled paths: as close to
+    onnxruntime as onnxruntime is to itself in float32, far from the float product."""
+    ref, got, err_ref = _level4_vs_onnxruntime(m, 96, 40, 32)
     assert err_ref > 1e-3
     assert np.abs(got[0] - ref[0]).max() <= 0.05 * err_ref
 
@@ -359,19 +365,7 @@ def test_matmul_nbits_level4_decode_rows_vs_onnxruntime(m):
     """Decoding rows at accuracy_level 4 on a wider product (K 1024, N 70: the integer
     kernel's four-column calls and remainder): onnxruntime's integer compute within float
     rounding, far closer than the float product is."""
-    from kernels.contrib_oracle import both
-
-    k, n, block = 1024, 70, 32
-    kb = k // block
-    b = _q((n, kb, 16), np.uint8)
-    s = (RNG.random((n, kb)) * 0.1 + 0.01).astype(_F32)
-    z = _q((n, -(-kb // 2)), np.uint8)
-    ins = [("a", RNG.standard_normal((m, k)).astype(_F32)), ("b", b), ("s", s), ("z", z)]
-    ref, got = both("MatMulNBits", ins, consts=("b", "s", "z"), K=k, N=n, bits=4,
-                    block_size=block, accuracy_level=4)
-    exact = both("MatMulNBits", ins, consts=("b", "s", "z"), K=k, N=n, bits=4,
-                 block_size=block)[1]
-    err_ref = np.abs(ref[0] - exact[0]).max()
+    ref, got, err_ref = _level4_vs_onnxruntime(m, 1024, 70, 32)
     assert err_ref > 1e-2
     assert np.abs(got[0] - ref[0]).max() <= 0.01 * err_ref
 
