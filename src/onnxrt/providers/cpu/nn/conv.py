@@ -38,6 +38,8 @@ _TINY_MACS = 1 << 17
 # a dense conv of at most this many multiply-adds takes its columns as one strided copy and
 # one matmul (Conv._tiny_cols): the compiled kernels' per-call dispatch dominates below it
 _TINY_COLS_MACS = 1 << 19
+# input shapes whose call Conv keeps bound (a model fed ever new sizes does not grow it)
+_MAX_BOUND = 16
 
 
 @CPU.kernel("Conv", since=1, needs_node=True, threads=True)
@@ -63,6 +65,10 @@ class Conv:
             self._epi_fast = conv_jit.epilogue_kernel(
                 compute_dtype(np.asarray(node.constant_inputs[1]).dtype))
         self._geo: dict[tuple[int, ...], _Geometry] = {}
+        # per (input shape, dtype, bias given, threads): the compiled path's call with its
+        # checks and choices made once (_bind); a small conv's Python around its kernel
+        # otherwise costs as much as the kernel
+        self._bound: dict[tuple[Any, ...], Callable[[np.ndarray, ThreadPool], np.ndarray]] = {}
         w = node.constant_inputs.get(1)
         if w is not None:
             w = np.asarray(w)
@@ -121,6 +127,10 @@ class Conv:
         slice of channels of a C-contiguous array) written into it: by the compiled GemmConv
         directly, else copied."""
         pool = SERIAL if ctx is None else ctx.thread_pool
+        if z is None and out is None:
+            run = self._bound.get((x.shape, x.dtype, b is None, pool.threads))
+            if run is not None:
+                return run(x, pool)
         if out is not None:
             y = self._conv(x, w, b, z, out, pool)
             if y is not out:
@@ -158,6 +168,8 @@ class Conv:
                 and x.shape[0] * pk.M * pk.Cg * math.prod(geo.out) <= _TINY_MACS):
             y = self._tiny_1x1(x, bias, z)
             if y is not None:
+                if z is None:
+                    self._bind(x, b, pool, lambda xx, _p: self._tiny_1x1(xx, bias, None))
                 return y
         if (pk is self.packed and pk.algo == "gemm" and out is None and nd in (1, 2)
                 and self._epi_fast is not None and self._epi_kind[0] >= 0
@@ -165,12 +177,21 @@ class Conv:
                 and x.shape[0] * pk.w.size * math.prod(geo.out) <= _TINY_COLS_MACS):
             y = self._tiny_cols(x, bias, z, geo, strides, dil)
             if y is not None:
+                if z is None:
+                    self._bind(x, b, pool, lambda xx, _p: self._tiny_cols(xx, bias, None, geo,
+                                                                           strides, dil))
                 return y
         if (self._gemm is not None and pk is self.packed and nd in (1, 2)
                 and self._epi_kind[0] >= 0 and min(geo.begin) >= 0
                 and np.dtype(cdt) == self._gemm.w.dtype
                 and (z is None or tuple(z.shape) == (x.shape[0], pk.M) + tuple(geo.out))):
             kind, alpha, beta = self._epi_kind
+            if z is None and out is None and x.dtype == dt:
+                run = self._gemm.bind(x.shape, x.dtype, bias, kind, alpha, beta, strides, dil,
+                                      list(geo.begin), list(geo.out), pool.threads)
+                if run is not None:
+                    shape = (x.shape[0], pk.M) + tuple(geo.out)
+                    self._bind(x, b, pool, lambda xx, p: run(xx, p).reshape(shape))
             into = None
             if out is not None and out.dtype == self._gemm.w.dtype:
                 # (N, M, L): a view where out is contiguous or a slice of channels of a
@@ -185,6 +206,8 @@ class Conv:
             y = y.reshape((x.shape[0], pk.M) + tuple(geo.out))
             return y if y.dtype == dt else y.astype(dt)
         if self._jit is not None and pk is self.packed:   # [jit hook]: bias added inside
+            if z is None and out is None and x.dtype == cdt:
+                self._bind_depthwise(x, b, bias, strides, dil, geo, pool)
             y = self._jit(x.astype(cdt, copy=False), bias, strides, dil, geo.begin, geo.out,
                           pool)
             if y is not None:    # None: a shape the NumPy path does faster
@@ -216,6 +239,43 @@ class Conv:
             if not late:
                 act = None
         return self._finish(y, bias, z, act, dt)
+
+    def _bind(self, x: np.ndarray, b: np.ndarray | None, pool: ThreadPool,
+              run: Callable[[np.ndarray, ThreadPool], np.ndarray]) -> None:
+        """Keep ``run`` as the call for inputs like ``x`` (its shape and dtype; the bias
+        given or not: a given one is the constant self.bias) in ``pool``'s sessions."""
+        if (self.packed is not None and (b is None or self.bias is not None)
+                and len(self._bound) < _MAX_BOUND):
+            self._bound[(x.shape, x.dtype, b is None, pool.threads)] = run
+
+    def _bind_depthwise(self, x: np.ndarray, b: np.ndarray | None, bias: np.ndarray | None,
+                        strides: list[int], dil: list[int], geo: _Geometry,
+                        pool: ThreadPool) -> None:
+        """The compiled depthwise kernel's call for inputs like ``x``, and the activation
+        after it in the compiled epilogue, prepared once (see _late_epilogue)."""
+        kind, alpha, beta = self._epi_kind
+        fast = self._epi_fast
+        if kind < 0 or (kind > 0 and (fast is None or x.dtype != self.packed.w.dtype)):
+            return
+        run = self._jit.bind(x.shape, x.dtype, bias, strides, dil, list(geo.begin),
+                             list(geo.out), pool.threads)
+        if run is None:
+            return
+        if kind == 0:
+            self._bind(x, b, pool, run)
+            return
+        n, m = x.shape[0], self.packed.M
+        zero = np.zeros(m, x.dtype)
+        t = x.dtype.type
+        a, be = t(alpha), t(beta)
+
+        def act(xx: np.ndarray, p: ThreadPool) -> np.ndarray:
+            y = run(xx, p)
+            y3 = y.reshape(n, m, -1)
+            for i in range(n):
+                fast(y3, i, 0, y3.shape[2], 0, m, zero, y3, False, kind, a, be)
+            return y
+        self._bind(x, b, pool, act)
 
     def _tiny_1x1(self, x: np.ndarray, bias: np.ndarray | None,
                   z: np.ndarray | None) -> np.ndarray | None:

@@ -95,6 +95,59 @@ class JitConv:
                   if x.dtype == np.float32 else None)
         return out.reshape(shape)
 
+    def bind(self, x_shape: tuple[int, ...], dtype: np.dtype, bias: np.ndarray | None,
+             strides: list[int], dil: list[int], begin: list[int], out_sp: list[int],
+             threads: int) -> Callable[[np.ndarray, ThreadPool], np.ndarray] | None:
+        """``__call__`` for one 2-D input shape and dtype of a session with ``threads``
+        threads, its checks and choices made now: ``run(x, pool)`` for x of exactly that
+        shape and dtype; None where ``__call__`` must serve (it returns None there, or
+        the shape is empty, or not 2-D)."""
+        m = self.w.shape[0]
+        if (len(x_shape) != 4 or np.dtype(dtype) != self.w.dtype
+                or x_shape[1] != self.cg * (m // self.mg)):
+            return None
+        narrow = out_sp[-1] < _MIN_OUT_W
+        if narrow and self.wt is None:
+            return None
+        jit.check_window(x_shape[2:], self.w.shape[2:], strides, dil, begin, out_sp)
+        n = x_shape[0]
+        shape = (n, m, int(out_sp[0]), int(out_sp[1]))
+        if jit._empty(*shape):
+            return None
+        b = self.zero if bias is None else np.ascontiguousarray(bias, dtype=self.w.dtype)
+        if b.shape != (m,):
+            return None
+        geo = (strides[0], strides[1], dil[0], dil[1], begin[0], begin[1])
+        spread = threads > 1 and math.prod(shape) * self.w[0].size >= jit._PAR_MIN_WORK
+        dt, w, wt, mg, k = self.w.dtype, self.w, self.wt, self.mg, jit._K
+
+        if narrow:
+            def run(x: np.ndarray, pool: ThreadPool) -> np.ndarray:
+                out = np.empty(shape, dt)
+                jit._call(pool, "dwcl", n, spread, (np.ascontiguousarray(x), wt, b, out, mg)
+                          + geo)
+                return out
+            return run
+        total = n * m
+        f32 = dt == np.float32
+        if not spread:
+            conv = k["conv"]
+
+            def run(x: np.ndarray, pool: ThreadPool) -> np.ndarray:
+                out = np.empty(shape, dt)
+                conv(np.ascontiguousarray(x), w, b, out, mg, *geo, 0, total)
+                return out
+            return run
+
+        def run(x: np.ndarray, pool: ThreadPool) -> np.ndarray:
+            out = np.empty(shape, dt)
+            args = (np.ascontiguousarray(x), w, b, out, mg) + geo
+            jit._call(pool, "conv", total, True, args,
+                      (Kind.DEPTHWISE, lambda ji, jf: k["pack_dw"](ji, *args[:4], args[4:]))
+                      if f32 else None)
+            return out
+        return run
+
 
 def conv_kernel(w: np.ndarray, group: int) -> JitConv | None:
     """A compiled kernel for a constant conv weight (M, Cg, *kernel) in the compute dtype,
@@ -288,6 +341,71 @@ class GemmConv:
                   (native, lambda ji, jf: jit._K["pack"](ji, jf, *head, items, geo))
                   if dt == np.float32 else None)
         return y
+
+    def bind(self, x_shape: tuple[int, ...], dtype: np.dtype, bias: np.ndarray | None,
+             kind: int, alpha: float, beta: float, strides: list[int], dil: list[int],
+             begin: list[int], out_sp: list[int], threads: int
+             ) -> Callable[[np.ndarray, ThreadPool], np.ndarray] | None:
+        """``__call__`` without Z or ``out`` for one 2-D input shape and dtype of a session
+        with ``threads`` threads, its checks, plan and arguments made now (they cost ~10 us
+        a call, as much as a small conv's product): ``run(x, pool)`` for x of exactly that
+        shape and dtype, returning (N, M, OH*OW); None where ``__call__`` must serve."""
+        if len(x_shape) != 4 or np.dtype(dtype) != self.w.dtype:
+            return None
+        n = x_shape[0]
+        kh, kw = self.kernel
+        jit.check_window(x_shape[2:], self.kernel, strides, dil, begin, out_sp)
+        if x_shape[1] * kh * kw != self.w.shape[1] * self.group:
+            return None
+        oh, ow = int(out_sp[0]), int(out_sp[1])
+        if jit._empty(n, self.m, oh, ow):
+            return None
+        direct = (kh == 1 and kw == 1 and strides == [1, 1] and begin == [0, 0]
+                  and (oh, ow) == tuple(x_shape[2:]))
+        items, mode = self._plan(n, (oh, ow), direct, threads)
+        dt = self.w.dtype
+        b = self.nob if bias is None else np.ascontiguousarray(bias, dtype=dt)
+        if b.shape != (self.m,):
+            return None
+        key, wk, native = "gemm_conv", self.w, Kind.GEMM_CONV
+        geo: tuple = (kh, kw, strides[0], strides[1], dil[0], dil[1], begin[0], begin[1], ow,
+                      self.mg)
+        if (self.wt is not None and strides == [1, 1] and not direct
+                and x_shape[3] + begin[1] <= ow + (kw - 1) * dil[1]):
+            key, wk, native = "taps_conv", self.wt, Kind.TAPS_CONV
+            geo = (kh, kw, dil[0], dil[1], begin[0], begin[1], ow)
+        mid = (b, bias is not None, self.noz, False, kind, dt.type(alpha), dt.type(beta))
+        tail = (self.one, self.zero, *geo, items)
+        pgeo = geo
+        if native == Kind.GEMM_CONV:
+            tail += (direct,)
+            pgeo = geo + (int(direct),)
+        shape = (n, self.m, oh * ow)
+        total = len(items)
+        gemm, fn = self.gemm, jit._K[key]
+        if mode == "one":
+            free = self.sequential or blas_threads_unused(self.m * self.w.shape[1] * oh * ow * n)
+
+            def run(x: np.ndarray, pool: ThreadPool) -> np.ndarray:
+                y = np.empty(shape, dt)
+                if free:
+                    fn(gemm, np.ascontiguousarray(x), wk, y, *mid, *tail, 0, total)
+                else:
+                    with pool.single_blas():
+                        fn(gemm, np.ascontiguousarray(x), wk, y, *mid, *tail, 0, total)
+                return y
+            return run
+        f32 = dt == np.float32
+        pack = jit._K["pack"] if f32 else None
+
+        def run(x: np.ndarray, pool: ThreadPool) -> np.ndarray:
+            y = np.empty(shape, dt)
+            x = np.ascontiguousarray(x)
+            jit._call(pool, key, total, True, (gemm, x, wk, y, *mid, *tail),
+                      (native, lambda ji, jf: pack(ji, jf, x, wk, y, *mid, items, pgeo))
+                      if f32 else None)
+            return y
+        return run
 
 
 def _channels_of(out: np.ndarray) -> np.ndarray:
