@@ -261,14 +261,37 @@ class _JitPool:
 class MaxPool(_JitPool):
     def __init__(self, node: Any) -> None:
         super().__init__(node, True, max_pool)
+        kw = self.kw
+        # 2x2 windows at stride 2 without padding (a small CNN's pool): three element-wise
+        # maxima of strided views, ~10 us where the channels-last NumPy path took ~100
+        self._pair = (list(kw.get("kernel_shape") or []) == [2, 2]
+                      and list(kw.get("strides") or []) == [2, 2]
+                      and not any(kw.get("pads") or [])
+                      and list(kw.get("dilations") or [1, 1]) == [1, 1]
+                      and kw.get("auto_pad", "NOTSET") in ("NOTSET", "VALID")
+                      and not kw.get("ceil_mode") and not node.output_present(1))
 
     def __call__(self, x: np.ndarray, ctx: Any = None) -> Any:
         self.check(x)
+        if (self._pair and x.ndim == 4 and x.shape[2] >= 2 and x.shape[3] >= 2
+                and x.size < pool_jit._NONOVERLAP_MIN_WORK):
+            y = _max_2x2(x)
+            return y if self.node.since_version < 8 else (y,)
         y = self._run_jit(x, ctx)
         if y is None:
             return self.impl(x, **self.kw)
         # MaxPool-1 has one output; later versions declare the optional Indices
         return y if self.node.since_version < 8 else (y,)
+
+
+def _max_2x2(x: np.ndarray) -> np.ndarray:
+    """MaxPool 2x2 stride 2 without padding of (N, C, H, W): the maxima of the four
+    window positions' strided views (odd last rows and columns dropped, as the floor of
+    the output size drops them); np.maximum keeps NaN as the NumPy path does."""
+    oh, ow = 2 * (x.shape[2] // 2), 2 * (x.shape[3] // 2)
+    y = np.maximum(x[:, :, 0:oh:2, 0:ow:2], x[:, :, 0:oh:2, 1:ow:2])
+    np.maximum(y, x[:, :, 1:oh:2, 0:ow:2], out=y)
+    return np.maximum(y, x[:, :, 1:oh:2, 1:ow:2], out=y)
 
 
 @CPU.kernel("AveragePool", since=1, needs_node=True, threads=True)
