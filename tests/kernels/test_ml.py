@@ -253,6 +253,28 @@ def test_svm_classifier(kt, proba, k, pt):
     _compare(_svc(k, vpc, proba, kt, pt), {"X": x}, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("kt", ["LINEAR", "POLY", "RBF", "SIGMOID"])
+@pytest.mark.parametrize("proba", [False, True])
+@pytest.mark.parametrize("k", [2, 4])
+def test_svm_classifier_few_rows_compiled(kt, proba, k, monkeypatch):
+    """Batches of up to 16 rows run as one compiled call (SVMClassifier._few_rows): it
+    must agree with onnxruntime at 1 and 16 rows, and the 17-row batch takes BLAS."""
+    from onnxrt.providers.cpu.ml import svm
+    from onnxrt.providers.cpu.nn import jit
+
+    if not jit.enabled() or svm._svc_kernel() is None:
+        pytest.skip("numba is not usable here (ONNXRT_JIT=0 or not installed)")
+    calls = []
+    orig = svm.SVMClassifier._few_rows
+    monkeypatch.setattr(svm.SVMClassifier, "_few_rows",
+                        lambda self, fn, xf: calls.append(len(xf)) or orig(self, fn, xf))
+    m = _svc(k, [3, 2, 4, 1][:k], proba, kt, "NONE", seed=4)
+    x = np.random.default_rng(5).normal(size=(17, 3)).astype(np.float32)
+    for n in (1, 16, 17):
+        _compare(m, {"X": x[:n]}, rtol=1e-4, atol=1e-5)
+    assert calls == [1, 16]
+
+
 @pytest.mark.parametrize("pt", TRANSFORMS)
 def test_svm_classifier_linear_mode(pt):
     attrs = dict(classlabels_strings=["a", "b", "c"],

@@ -60,6 +60,35 @@ def test_gemm(ta, tb, const_b):
         _check(*_both(node, {"a": a, "b": b, "c": c}))
 
 
+@pytest.mark.parametrize("rows", [1, 3])
+@pytest.mark.parametrize("ta,tb", [(0, 1), (1, 0)])
+def test_gemm_few_rows_direct(rows, ta, tb, monkeypatch):
+    """A product of fewer than 4 rows on a small weight is one np.matmul, without
+    matmul()'s split decisions (a detector's output layer at batch 1); same values as
+    onnxruntime, and a 4-row product still goes through matmul()."""
+    from onnxrt.providers.cpu.nn import matmul as mm
+    from onnxrt.framework.blas_threads import blas_threads_unused
+
+    if not blas_threads_unused(1):
+        pytest.skip("numpy's BLAS is not OpenBLAS: every product takes matmul()")
+    seen = []
+    orig = mm.matmul
+
+    def spy(a, b, *rest):
+        seen.append(a.shape)
+        return orig(a, b, *rest)
+
+    monkeypatch.setattr(mm, "matmul", spy)
+    for m in (rows, 4):
+        a = RNG.standard_normal((6, m) if ta else (m, 6)).astype(np.float32)
+        b = RNG.standard_normal((2, 6) if tb else (6, 2)).astype(np.float32)
+        c = RNG.standard_normal((1, 2)).astype(np.float32)
+        node = helper.make_node("Gemm", ["a", "b", "c"], ["y"], transA=ta, transB=tb,
+                                alpha=0.5, beta=2.0)
+        _check(*_both(node, {"a": a}, {"b": b, "c": c}))
+    assert seen == [(4, 6)]
+
+
 def test_gemm_fp16_and_int():
     a = RNG.standard_normal((4, 6)).astype(np.float16)
     b = RNG.standard_normal((6, 3)).astype(np.float16)

@@ -176,7 +176,7 @@ def normalizer(x: np.ndarray, *, norm: str = "MAX") -> np.ndarray:
         d = np.sqrt(np.add.reduce(x2 * x2, axis=1, keepdims=True))
     else:
         raise ValueError(f"Normalizer: unknown norm {norm!r}")
-    d[d == 0] = 1.0         # a zero norm leaves its row as it is
+    d += d == 0             # a zero norm (only 0 -> 1) leaves its row as it is
     # a 1-D input is one sample and stays 1-D, as onnxruntime returns it
     return (x2 / d).astype(_F32).reshape(x.shape if x.ndim in (1, 2) else x2.shape)
 

@@ -168,6 +168,9 @@ class MatMul:
         return matmul(a.astype(self.b.dtype), self.b, pool).astype(dt)
 
 
+_GEMM_FEW_ROWS = 4     # split_matmul's gemv threshold: fewer rows never split
+
+
 @CPU.kernel("Gemm", since=1, needs_node=True, threads=True)
 class Gemm:
     """Gemm-1..13: Y = alpha * A' @ B' + beta * C (legacy ``broadcast`` accepted)."""
@@ -207,7 +210,14 @@ class Gemm:
             bb = self.b_packed
         else:
             bb = (b.T if self.trans_b else b).astype(cdt, copy=False)
-        y = matmul(a, bb, pool_of(ctx))
+        if a.ndim == 2 and a.shape[0] < _GEMM_FEW_ROWS and blas_threads_unused(
+                a.shape[0] * a.shape[1] * bb.shape[-1]):
+            # a few rows on a small weight (a detector's output layer, a classifier head at
+            # batch 1): BLAS runs on this thread whatever matmul() would decide, and its
+            # dispatch cost more than the product (~4 us of ~5)
+            y = np.matmul(a, bb)
+        else:
+            y = matmul(a, bb, pool_of(ctx))
         if self.alpha != 1.0:
             if dt.kind in "iu":
                 y = (y * self.alpha).astype(cdt)

@@ -129,7 +129,7 @@ def compile_all() -> None:
     from onnxrt.providers.cpu.quant import nbits
     from onnxrt.providers.cpu.rnn import compiled as rnn_compiled
     for build in (gqa_decode.kernel, rnn_compiled.kernel, tree_compiled.kernel,
-                  svm._couple_kernel, scan_cdist.kernel):
+                  svm._couple_kernel, svm._svc_kernel, scan_cdist.kernel):
         build()
     # a 4-bit weight warms both MatMulNBits paths (float and accuracy_level 4) as it is made
     nbits.NBitsWeight(np.zeros((4, 1, 16), np.uint8), np.ones((4, 1), np.float32),

@@ -50,8 +50,10 @@ def r_mean(x: np.ndarray, axes: Axes, keep: bool) -> np.ndarray:
         if n == 0:
             return np.zeros_like(s)
         return trunc_divide(s, np.asarray(n, dtype=s.dtype))
-    with np.errstate(invalid="ignore"):   # the mean of nothing is NaN
-        return np.divide(s, n, out=s) if s.ndim else s / n
+    if n == 0:
+        with np.errstate(invalid="ignore"):   # the mean of nothing is NaN
+            return s / n
+    return np.divide(s, n, out=s) if s.ndim else s / n
 
 
 def r_prod(x: np.ndarray, axes: Axes, keep: bool) -> np.ndarray:
@@ -137,9 +139,14 @@ class _Reduce:
         self.noop = bool(a.get("noop_with_empty_axes", 0))
         self.axes_attr = a.get("axes")
         self.op = node.op_type
+        # the attribute's axes normalized per input rank (~3 us a call through _norm_axes)
+        self._axes_by_rank: dict[int, Axes] = {}
 
     def __call__(self, x: np.ndarray, axes: Any = None) -> np.ndarray:
         if self.axes_attr is not None:
+            ax = self._axes_by_rank.get(x.ndim)
+            if ax is not None:
+                return self._reduce(x, ax)
             axes = self.axes_attr
         if axes is None or np.size(axes) == 0:
             if self.noop:
@@ -147,6 +154,11 @@ class _Reduce:
             ax: Axes = tuple(range(x.ndim))
         else:
             ax = _norm_axes(axes, x.ndim)
+            if self.axes_attr is not None:
+                self._axes_by_rank[x.ndim] = ax
+        return self._reduce(x, ax)
+
+    def _reduce(self, x: np.ndarray, ax: Axes) -> np.ndarray:
         dt = x.dtype
         if dt.kind == "V":   # bfloat16 and the float8s: compute in float32 (exact widening)
             x = x.astype(np.float32)

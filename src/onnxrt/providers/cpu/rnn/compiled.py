@@ -127,13 +127,28 @@ def _products(hs, rt, p, nb, ncols, active):
     k4 = h_n - h_n % 4
     for k in range(0, k4, 4):
         r0, r1, r2, r3 = rt[k], rt[k + 1], rt[k + 2], rt[k + 3]
-        for r in range(nb):
+        r = 0
+        while r < nb:
             if not active[r]:
+                r += 1
                 continue
             a0, a1, a2, a3 = hs[r, k], hs[r, k + 1], hs[r, k + 2], hs[r, k + 3]
             pr = p[r]
-            for j in range(ncols):
-                pr[j] += a0 * r0[j] + a1 * r1[j] + a2 * r2[j] + a3 * r3[j]
+            q = r + 1
+            if q < nb and active[q]:
+                # two rows per pass: each load of the four weight rows feeds both (a
+                # batch of 8 at hidden 256 was bound by those loads, not by the FMAs)
+                b0, b1, b2, b3 = hs[q, k], hs[q, k + 1], hs[q, k + 2], hs[q, k + 3]
+                pq = p[q]
+                for j in range(ncols):
+                    w0, w1, w2, w3 = r0[j], r1[j], r2[j], r3[j]
+                    pr[j] += a0 * w0 + a1 * w1 + a2 * w2 + a3 * w3
+                    pq[j] += b0 * w0 + b1 * w1 + b2 * w2 + b3 * w3
+                r += 2
+            else:
+                for j in range(ncols):
+                    pr[j] += a0 * r0[j] + a1 * r1[j] + a2 * r2[j] + a3 * r3[j]
+                r += 1
     for k in range(k4, h_n):
         rk = rt[k]
         for r in range(nb):
