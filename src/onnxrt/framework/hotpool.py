@@ -145,8 +145,11 @@ def _compiled() -> Any:
         if not _FNS:
             out = None
             try:
-                import numba
+                from onnxrt.framework.numba_import import load_numba
 
+                numba = load_numba()
+                if numba is None:
+                    raise ImportError("numba")
                 libc = ctypes.CDLL(None)
                 y = libc.sched_yield
                 y.argtypes = []

@@ -157,7 +157,7 @@ def _affine_kernel() -> Any:
     with _AFFINE_LOCK:
         if not _AFFINE:
             try:
-                import numba
+                numba = jit.numba_module()
                 try:
                     fn = numba.njit(cache=True)(_affine_loop)
                 except Exception:   # no writable cache location
