@@ -5,8 +5,9 @@ Each op follows onnxruntime's CPU arithmetic: the unary ops and the concatenatio
 a 256-entry table (dequantize every code, apply the function in float32, quantize by
 division, round half to even, saturate); the binary ops and the average pools dequantize in
 float32 and quantize once; the global average pool sums in int32 and requantizes.
-QLinearAdd of two operands of one shape runs compiled (quant/elementwise.py); the other
-paths are plain NumPy: each is one function a compiled kernel can replace.
+QLinearAdd and QLinearMul run compiled (quant/elementwise.py: same shapes, a bias over the
+last axes, a scalar); the other paths are plain NumPy: each is one function a compiled
+kernel can replace.
 """
 
 from __future__ import annotations
@@ -140,8 +141,10 @@ def _binary(op: str, combine: Any, a, a_scale, a_zp, b, b_scale, b_zp, c_scale, 
     if combine is _add:
         ra, rb = sa / sc, sb / sc
         y = elementwise.add(a, b, ra, rb, _F32(zc) - (ra * _F32(za) + rb * _F32(zb)), lo, hi)
-        if y is not None:
-            return y
+    else:
+        y = elementwise.mul(a, b, za, zb, sa * sb / sc, _F32(zc), lo, hi)
+    if y is not None:
+        return y
     v = np.rint(combine(a, za, sa, b, zb, sb, sc, zc))
     return np.clip(v, lo, hi).astype(a.dtype)
 
@@ -175,12 +178,17 @@ class QLinearAdd:
                        b_zero_point, c_scale, c_zero_point)
 
 
-@CPU.kernel("QLinearMul", since=1, domain=MS)
-def qlinear_mul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale,
-                c_zero_point=None):
+@CPU.kernel("QLinearMul", since=1, domain=MS, needs_node=True)
+class QLinearMul:
     """C = A_scale B_scale (A - A_zp)(B - B_zp) / C_scale + C_zp, broadcasting."""
-    return _binary("QLinearMul", _mul, a, a_scale, a_zero_point, b, b_scale, b_zero_point,
-                   c_scale, c_zero_point)
+
+    def __init__(self, node: Any) -> None:
+        elementwise.prepare()       # compiled (or loaded) now: a run never compiles
+
+    def __call__(self, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale,
+                 c_zero_point=None):
+            return _binary("QLinearMul", _mul, a, a_scale, a_zero_point, b, b_scale,
+                       b_zero_point, c_scale, c_zero_point)
 
 
 def _requant_table(op: str, dt: np.dtype, xs, xz, ys, yz) -> np.ndarray | None:
