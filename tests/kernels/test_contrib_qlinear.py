@@ -128,6 +128,30 @@ def test_qlinear_softmax(dt, opset, axis, shape):
     assert_q_close(ref[0], got[0], frac=0.01)
 
 
+@pytest.mark.parametrize("dt", Q8)
+def test_qlinear_softmax_compiled_matches_numpy_formula(dt):
+    """The compiled QLinearSoftmax rows against the NumPy steps they replace, bit for bit:
+    rows holding every code, a constant row, input scales from tiny to large (exp table
+    entries underflowing to 0), output scales whose results saturate."""
+    from onnxrt.providers.cpu.contrib import qlinear
+    from onnxrt.providers.cpu.quant import softmax
+    from onnxrt.providers.cpu.quant._common import int_range
+
+    codes = np.arange(256, dtype=np.uint8).view(dt)
+    x = np.concatenate([np.stack([np.roll(codes, k) for k in range(0, 256, 37)]),
+                        np.full((1, 256), codes[200]), _q((20, 256), dt)])
+    lo, hi = int_range(dt)
+    signed = dt == np.int8
+    for xs in (0.001, 0.07, 0.5, 3.0):
+        for ys, zp in ((1 / 256, lo), (1 / 64, 0 if dt == np.uint8 else -20)):
+            inv = np.float32(np.floor(np.float32(1) / np.float32(ys)))
+            table = qlinear._softmax_table(xs, x.shape[1], signed)
+            got = softmax.rows(x, table, inv, zp, lo, hi)
+            assert got is not None, "the compiled kernel did not run"
+            np.testing.assert_array_equal(
+                got, qlinear._softmax_rows_np(x, table, inv, zp, signed))
+
+
 def test_qlinear_softmax_dynamic_scale():
     x = _q((4, 16), np.uint8)
     ins = [("x", x), ("xs", _s(0.1)), ("xz", _z(0, np.uint8)), ("ys", _s(1 / 256)),

@@ -18,7 +18,7 @@ import numpy as np
 
 from onnxrt.providers.cpu import CPU
 from onnxrt.providers.cpu.nn.pool import average_pool, max_pool
-from onnxrt.providers.cpu.quant import elementwise
+from onnxrt.providers.cpu.quant import elementwise, softmax
 from onnxrt.providers.cpu.quant._common import int_range
 
 MS = "com.microsoft"
@@ -253,6 +253,14 @@ def _softmax_rows(x: np.ndarray, table: np.ndarray, inv_scale: np.float32, zp: i
     """Rows of x (N, D) to quantized softmax: the table shifted so each row's max maps to
     the table's top, a sequential float32 sum (onnxruntime's order), then
     round(e * floor(1 / y_scale) / sum) + zp, saturated."""
+    lo, hi = int_range(x.dtype)
+    y = softmax.rows(x, table, inv_scale, zp, lo, hi)
+    return y if y is not None else _softmax_rows_np(x, table, inv_scale, zp, signed)
+
+
+def _softmax_rows_np(x: np.ndarray, table: np.ndarray, inv_scale: np.float32, zp: int,
+                     signed: bool) -> np.ndarray:
+    """_softmax_rows in NumPy steps (no numba)."""
     xi = x.astype(np.int32)
     mx = xi.max(axis=1, keepdims=True)
     if signed:
@@ -270,7 +278,18 @@ def _softmax_rows(x: np.ndarray, table: np.ndarray, inv_scale: np.float32, zp: i
     return out
 
 
-@CPU.kernel("QLinearSoftmax", since=1, domain=MS)
+@CPU.kernel("QLinearSoftmax", since=1, domain=MS, needs_node=True)
+class QLinearSoftmax:
+    def __init__(self, node: Any) -> None:
+        softmax.prepare()           # compiled (or loaded) now: a run never compiles
+        self.opset = node.attrs.get("opset")
+        self.axis = node.attrs.get("axis", -1)
+
+    def __call__(self, x, x_scale, x_zero_point, y_scale, y_zero_point=None):
+        return qlinear_softmax(x, x_scale, x_zero_point, y_scale, y_zero_point,
+                               opset=self.opset, axis=self.axis)
+
+
 def qlinear_softmax(x, x_scale, x_zero_point, y_scale, y_zero_point=None, *, opset=None,
                     axis=-1):
     """Softmax of quantized X into quantized Y (scale usually 1/256). ``opset`` is the ONNX
