@@ -368,3 +368,17 @@ def test_float_chain_not_taken():
     y = b.node("Mul", [y, b.const(RNG.uniform(0.5, 1, 16).astype(np.float32))])
     ops = check(b, b.q(y, 0.01), None, absent=())
     assert ops["Gather"] == 0 and ops["Erf"] == 1
+
+
+def test_float_chain_lookup_off_with_disable_quant_qdq():
+    b = QDQ()
+    y = b.node("Erf", [b.qdq(b.input((3, 16)), 0.03)])
+    m = b.model(b.q(y, 0.01), TP.UINT8)
+    so = ort.SessionOptions()
+    so.add_session_config_entry("session.disable_quant_qdq", "1")
+    with tempfile.TemporaryDirectory() as d:
+        so.optimized_model_filepath = os.path.join(d, "opt.onnx")
+        ort.InferenceSession(m.SerializeToString(), so)
+        ops = collections.Counter(n.op_type for n in onnx.load(so.optimized_model_filepath)
+                                  .graph.node)
+    assert ops["Erf"] == 1 and ops["Gather"] == 0, dict(ops)
