@@ -22,50 +22,75 @@ _SLOT: list[Any] = []
 ADD, MUL = 0, 1
 
 
-def _value(x, y, mode, ra, rb, fixed, za, zb, lo, hi):
-    if mode == 0:
-        # no fused multiply-add: numba compiles without fast-math, so each float32 step
-        # rounds as NumPy's does
-        v = fixed + np.float32(x) * ra
-        v = v + np.float32(y) * rb
-    else:
-        # the product of the two differences is exact in int32, scaled once, then the zp
-        p = (np.int32(x) - za) * (np.int32(y) - zb)
-        v = np.float32(p) * ra + fixed
+def _q(v, lo, hi):
     v = np.rint(v)
     v = lo if v < lo else v
     v = hi if v > hi else v
     return np.int32(v)
 
 
+def _add_row(xa, xb, o, ac, bc, ra, rb, fixed, lo, hi):
+    # no fused multiply-add: numba compiles without fast-math, so each float32 step rounds
+    # as NumPy's does. Slices indexed by the loop counter: an offset index (a possible
+    # negative-index fix-up) keeps the loop scalar
+    n = o.size
+    if ac == 1 and bc == 1:
+        for j in range(n):
+            o[j] = _q((fixed + np.float32(xa[j]) * ra) + np.float32(xb[j]) * rb, lo, hi)
+    elif ac == 1:
+        y = np.float32(xb[0]) * rb
+        for j in range(n):
+            o[j] = _q((fixed + np.float32(xa[j]) * ra) + y, lo, hi)
+    elif bc == 1:
+        x = fixed + np.float32(xa[0]) * ra
+        for j in range(n):
+            o[j] = _q(x + np.float32(xb[j]) * rb, lo, hi)
+    else:
+        v = _q((fixed + np.float32(xa[0]) * ra) + np.float32(xb[0]) * rb, lo, hi)
+        for j in range(n):
+            o[j] = v
+
+
+def _mul_row(xa, xb, o, ac, bc, m, zc, za, zb, lo, hi):
+    # the product of the two differences is exact in int32, scaled once, then the zp
+    n = o.size
+    if ac == 1 and bc == 1:
+        for j in range(n):
+            p = np.int32((np.int32(xa[j]) - za) * (np.int32(xb[j]) - zb))
+            o[j] = _q(np.float32(p) * m + zc, lo, hi)
+    elif ac == 1:
+        y = np.int32(np.int32(xb[0]) - zb)
+        for j in range(n):
+            o[j] = _q(np.float32(np.int32((np.int32(xa[j]) - za) * y)) * m + zc, lo, hi)
+    elif bc == 1:
+        x = np.int32(np.int32(xa[0]) - za)
+        for j in range(n):
+            o[j] = _q(np.float32(np.int32(x * (np.int32(xb[j]) - zb))) * m + zc, lo, hi)
+    else:
+        p = np.int32((np.int32(xa[0]) - za) * (np.int32(xb[0]) - zb))
+        v = _q(np.float32(p) * m + zc, lo, hi)
+        for j in range(n):
+            o[j] = v
+
+
 def _rows(a, b, r_n, c_n, ar, ac, br, bc, mode, ra, rb, fixed, za, zb, lo, hi, out):
     """out[r, j] = op(a[r * ar + j * ac], b[r * br + j * bc]) over (r_n, c_n), a, b and out
-    flat; each column stride 0 or 1 (the branches are loop-invariant: LLVM unswitches them
-    and each inner loop vectorizes)."""
+    flat, each column stride 0 or 1: ADD rint(fixed + a * ra + b * rb), MUL
+    rint(float32((a - za) (b - zb)) * ra + fixed), saturated to [lo, hi]."""
     for r in range(r_n):
-        ao = r * ar
-        bo = r * br
-        oo = r * c_n
-        if ac == 1 and bc == 1:
-            for j in range(c_n):
-                out[oo + j] = _value(a[ao + j], b[bo + j], mode, ra, rb, fixed, za, zb, lo, hi)
-        elif ac == 1:
-            y = b[bo]
-            for j in range(c_n):
-                out[oo + j] = _value(a[ao + j], y, mode, ra, rb, fixed, za, zb, lo, hi)
-        elif bc == 1:
-            x = a[ao]
-            for j in range(c_n):
-                out[oo + j] = _value(x, b[bo + j], mode, ra, rb, fixed, za, zb, lo, hi)
+        o = out[r * c_n:(r + 1) * c_n]
+        xa = a[r * ar:r * ar + (c_n if ac else 1)]
+        xb = b[r * br:r * br + (c_n if bc else 1)]
+        if mode == 0:
+            _add_row(xa, xb, o, ac, bc, ra, rb, fixed, lo, hi)
         else:
-            v = _value(a[ao], b[bo], mode, ra, rb, fixed, za, zb, lo, hi)
-            for j in range(c_n):
-                out[oo + j] = v
+            _mul_row(xa, xb, o, ac, bc, ra, fixed, za, zb, lo, hi)
 
 
 def _build(numba: Any) -> Any:
     g = globals()
-    g["_value"] = numba.njit(inline="always", error_model="numpy")(_value)
+    for name in ("_q", "_add_row", "_mul_row"):
+        g[name] = numba.njit(inline="always", error_model="numpy")(g[name])
     fn = jit._njit(numba, _rows)
     f = np.float32
     for dt in (np.uint8, np.int8):
