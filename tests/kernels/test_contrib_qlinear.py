@@ -28,7 +28,9 @@ def _z(v, dt):
 @pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
 @pytest.mark.parametrize("shapes", [((2, 3, 8), (2, 3, 8)), ((2, 3, 8), (8,)),
                                     ((4, 1), (1, 5)),
-                                    ((2, 8, 9, 11), (2, 8, 9, 11))])   # compiled QLinearAdd
+                                    ((2, 8, 9, 11), (2, 8, 9, 11)),    # compiled
+                                    ((3, 16, 40), (40,)), ((1,), (3, 16, 40)),
+                                    ((6, 1, 1), (6, 5, 7)), ((2, 1, 40), (2, 5, 40))])
 def test_qlinear_binary(dt, op, shapes):
     zp = (3, 130, 120) if dt == np.uint8 else (-5, 2, -1)
     scales = (0.05, 0.02, 0.08) if op == "QLinearAdd" else (0.05, 0.04, 0.3)
@@ -63,6 +65,37 @@ def test_qlinear_add_compiled_matches_numpy_formula(dt):
 
 
 @pytest.mark.parametrize("dt", Q8)
+@pytest.mark.parametrize("sa,sb", [((3, 16, 40), (40,)), ((3, 16, 40), (3, 16, 40)),
+                                   ((3, 16, 40), (1,)), ((), (3, 16, 40)),
+                                   ((6, 1, 1), (6, 5, 7)), ((16, 40), (3, 16, 40)),
+                                   ((3, 1), (1, 40))])
+def test_qlinear_binary_compiled_broadcast(dt, sa, sb):
+    """The compiled QLinearAdd and QLinearMul over broadcast operands (a bias over the last
+    axes, a scalar, one value per row) against the NumPy formulas they replace, bit for
+    bit, with values past both ends of the output range."""
+    from onnxrt.providers.cpu.contrib import qlinear
+    from onnxrt.providers.cpu.quant import elementwise
+    from onnxrt.providers.cpu.quant._common import int_range
+
+    f = np.float32
+    a, b = _q(sa, dt), _q(sb, dt)
+    lo, hi = int_range(dt)
+    off = 128 if dt == np.uint8 else 0
+    for sa_, sb_, sc, za, zb, zc in ((0.05, 0.02, 0.08, 7, 9, -4), (0.5, 0.25, 0.5, 3, -2, 1),
+                                     (0.04, 0.03, 0.002, -1, 4, 2)):
+        za, zb, zc = za + off, zb + off, zc + off
+        ra, rb = f(sa_) / f(sc), f(sb_) / f(sc)
+        got = elementwise.add(a, b, ra, rb, f(zc) - (ra * f(za) + rb * f(zb)), lo, hi)
+        assert got is not None, "the compiled kernel did not run"
+        ref = np.clip(np.rint(qlinear._add(a, za, f(sa_), b, zb, f(sb_), f(sc), zc)), lo, hi)
+        np.testing.assert_array_equal(got, ref.astype(dt))
+        got = elementwise.mul(a, b, za, zb, f(sa_) * f(sb_) / f(sc), f(zc), lo, hi)
+        assert got is not None, "the compiled kernel did not run"
+        ref = np.clip(np.rint(qlinear._mul(a, za, f(sa_), b, zb, f(sb_), f(sc), zc)), lo, hi)
+        np.testing.assert_array_equal(got, ref.astype(dt))
+
+
+@pytest.mark.parametrize("dt", Q8)
 @pytest.mark.parametrize("op,attrs", [("QLinearLeakyRelu", {"alpha": 0.15}),
                                       ("QLinearLeakyRelu", {}), ("QLinearSigmoid", {})])
 @pytest.mark.parametrize("const", [True, False])
@@ -93,6 +126,30 @@ def test_qlinear_softmax(dt, opset, axis, shape):
     if dt == np.int8:
         assert (got[0] != 127).all()
     assert_q_close(ref[0], got[0], frac=0.01)
+
+
+@pytest.mark.parametrize("dt", Q8)
+def test_qlinear_softmax_compiled_matches_numpy_formula(dt):
+    """The compiled QLinearSoftmax rows against the NumPy steps they replace, bit for bit:
+    rows holding every code, a constant row, input scales from tiny to large (exp table
+    entries underflowing to 0), output scales whose results saturate."""
+    from onnxrt.providers.cpu.contrib import qlinear
+    from onnxrt.providers.cpu.quant import softmax
+    from onnxrt.providers.cpu.quant._common import int_range
+
+    codes = np.arange(256, dtype=np.uint8).view(dt)
+    x = np.concatenate([np.stack([np.roll(codes, k) for k in range(0, 256, 37)]),
+                        np.full((1, 256), codes[200]), _q((20, 256), dt)])
+    lo, hi = int_range(dt)
+    signed = dt == np.int8
+    for xs in (0.001, 0.07, 0.5, 3.0):
+        for ys, zp in ((1 / 256, lo), (1 / 64, 0 if dt == np.uint8 else -20)):
+            inv = np.float32(np.floor(np.float32(1) / np.float32(ys)))
+            table = qlinear._softmax_table(xs, x.shape[1], signed)
+            got = softmax.rows(x, table, inv, zp, lo, hi)
+            assert got is not None, "the compiled kernel did not run"
+            np.testing.assert_array_equal(
+                got, qlinear._softmax_rows_np(x, table, inv, zp, signed))
 
 
 def test_qlinear_softmax_dynamic_scale():

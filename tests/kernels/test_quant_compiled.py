@@ -89,6 +89,10 @@ CONVS = [
     ((1, 5, 7, 30), (7, 3, 3), 1, (1, 1), (1, 1, 1, 1), (1, 2)),      # dilated columns
     ((1, 4, 50, 48), (4, 5, 5), 4, (1, 1), (2, 2, 2, 2), (1, 1)),     # depthwise, 25 taps, big
     ((1, 3, 47, 45), (6, 2, 2), 3, (2, 2), (0, 0, 1, 1), (1, 1)),     # depthwise, 4 taps, s 2
+    # small output planes: the channels-last depthwise loop (igemm._dw_nhwc_rows)
+    ((2, 24, 7, 7), (24, 3, 3), 24, (1, 1), (1, 1, 1, 1), (1, 1)),
+    ((1, 20, 14, 13), (20, 3, 3), 20, (2, 2), (1, 0, 1, 1), (1, 1)),
+    ((1, 17, 8, 8), (17, 3, 3), 17, (1, 1), (2, 2, 2, 2), (2, 2)),     # dilated
 ]
 
 
@@ -117,6 +121,22 @@ def test_qlinear_conv_exact(case, xdt, wdt, per_channel):
     ref = _requant(acc, mult, yz, xdt)
     assert y.dtype == ref.dtype and y.shape == ref.shape
     np.testing.assert_array_equal(y, ref)
+
+
+@pytest.mark.parametrize("case", [3, 10, 12, 13, 14])     # one output per channel
+def test_depthwise_layouts_agree(case):
+    """Both depthwise loops (per plane with stride phases, channels-last) on the same
+    convs, forced either way, against the exact int64 formula (raw int32 sums)."""
+    xs, (m, kh, kw), group, strides, pads, dil = CONVS[case]
+    x = _q(xs, np.uint8)
+    w = _q((m, 1, kh, kw), np.int8)
+    wz = _q((m,), np.int8)
+    pw = igemm.PackedConvW(w, wz, group)
+    ref = _conv_ref(x, 17, w, wz, group, strides, pads, dil)
+    for nhwc in (False, True):
+        y = igemm.conv2d(x, 17, pw, list(dil), list(strides), list(pads),
+                         igemm.Epilogue.raw(), dw_nhwc=nhwc)
+        np.testing.assert_array_equal(y, ref)
 
 
 def test_qlinear_conv_saturation_and_ties():

@@ -341,3 +341,44 @@ def test_disable_quant_qdq_folds_the_weight_dequantize_at_the_basic_level(switch
     got, = sess.run(None, b.feeds)
     want, = reference(m, b.feeds)
     assert np.abs(got.astype(np.int32) - want.astype(np.int32)).max() <= 1
+
+
+@pytest.mark.parametrize("dt", [U8, I8])
+def test_float_chain_to_lookup(dt):
+    """DQ -> Div -> Erf -> Add -> Mul -> Q (float element-wise ops of one value, as BERT's
+    QDQ GELU leaves them) becomes a table lookup: Cast + Gather, no float op left."""
+    zp = 128 if dt == U8 else 0
+    b = QDQ()
+    x = b.dq(b.q(b.input((2, 7, 40), -4.0, 4.0), 0.03, zp, dt), 0.03, zp, dt)
+    y = b.node("Div", [x, b.const(np.float32(1.4142135))])
+    y = b.node("Erf", [y])
+    y = b.node("Add", [b.const(np.float32(1.0)), y])
+    y = b.node("Mul", [y, b.const(np.array([0.5], np.float32))])
+    out = b.q(y, 1 / 255, 0 if dt == U8 else -128, dt)
+    ops = check(b, out, "Gather", et=TP.UINT8 if dt == U8 else TP.INT8,
+                absent=("DequantizeLinear", "Erf", "Div", "Add", "Mul"))
+    assert ops["Cast"] == 1 and ops["QuantizeLinear"] == 1     # the input's only
+
+
+def test_float_chain_not_taken():
+    """A chain value read twice, or a non-scalar constant operand: left as written."""
+    b = QDQ()
+    x = b.qdq(b.input((3, 16)), 0.03)
+    y = b.node("Erf", [x])
+    y = b.node("Mul", [y, b.const(RNG.uniform(0.5, 1, 16).astype(np.float32))])
+    ops = check(b, b.q(y, 0.01), None, absent=())
+    assert ops["Gather"] == 0 and ops["Erf"] == 1
+
+
+def test_float_chain_lookup_off_with_disable_quant_qdq():
+    b = QDQ()
+    y = b.node("Erf", [b.qdq(b.input((3, 16)), 0.03)])
+    m = b.model(b.q(y, 0.01), TP.UINT8)
+    so = ort.SessionOptions()
+    so.add_session_config_entry("session.disable_quant_qdq", "1")
+    with tempfile.TemporaryDirectory() as d:
+        so.optimized_model_filepath = os.path.join(d, "opt.onnx")
+        ort.InferenceSession(m.SerializeToString(), so)
+        ops = collections.Counter(n.op_type for n in onnx.load(so.optimized_model_filepath)
+                                  .graph.node)
+    assert ops["Erf"] == 1 and ops["Gather"] == 0, dict(ops)

@@ -26,4 +26,4 @@ __all__ = ["optimize", "optimize_graph", "rule_names", "QDQ_RULES"]
 
 # the rules session.disable_quant_qdq = 1 turns off (onnxruntime's QDQ transformers; the
 # dynamic-quantization fusions are not among them)
-QDQ_RULES = frozenset({"QDQSelectorActionTransformer"})
+QDQ_RULES = frozenset({"QDQSelectorActionTransformer", "QDQLookupFusion"})

@@ -5,8 +5,9 @@ Each op follows onnxruntime's CPU arithmetic: the unary ops and the concatenatio
 a 256-entry table (dequantize every code, apply the function in float32, quantize by
 division, round half to even, saturate); the binary ops and the average pools dequantize in
 float32 and quantize once; the global average pool sums in int32 and requantizes.
-QLinearAdd of two operands of one shape runs compiled (quant/elementwise.py); the other
-paths are plain NumPy: each is one function a compiled kernel can replace.
+QLinearAdd and QLinearMul run compiled (quant/elementwise.py: same shapes, a bias over the
+last axes, a scalar); the other paths are plain NumPy: each is one function a compiled
+kernel can replace.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 
 from onnxrt.providers.cpu import CPU
 from onnxrt.providers.cpu.nn.pool import average_pool, max_pool
-from onnxrt.providers.cpu.quant import elementwise
+from onnxrt.providers.cpu.quant import elementwise, softmax
 from onnxrt.providers.cpu.quant._common import int_range
 
 MS = "com.microsoft"
@@ -140,8 +141,10 @@ def _binary(op: str, combine: Any, a, a_scale, a_zp, b, b_scale, b_zp, c_scale, 
     if combine is _add:
         ra, rb = sa / sc, sb / sc
         y = elementwise.add(a, b, ra, rb, _F32(zc) - (ra * _F32(za) + rb * _F32(zb)), lo, hi)
-        if y is not None:
-            return y
+    else:
+        y = elementwise.mul(a, b, za, zb, sa * sb / sc, _F32(zc), lo, hi)
+    if y is not None:
+        return y
     v = np.rint(combine(a, za, sa, b, zb, sb, sc, zc))
     return np.clip(v, lo, hi).astype(a.dtype)
 
@@ -175,12 +178,17 @@ class QLinearAdd:
                        b_zero_point, c_scale, c_zero_point)
 
 
-@CPU.kernel("QLinearMul", since=1, domain=MS)
-def qlinear_mul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale,
-                c_zero_point=None):
+@CPU.kernel("QLinearMul", since=1, domain=MS, needs_node=True)
+class QLinearMul:
     """C = A_scale B_scale (A - A_zp)(B - B_zp) / C_scale + C_zp, broadcasting."""
-    return _binary("QLinearMul", _mul, a, a_scale, a_zero_point, b, b_scale, b_zero_point,
-                   c_scale, c_zero_point)
+
+    def __init__(self, node: Any) -> None:
+        elementwise.prepare()       # compiled (or loaded) now: a run never compiles
+
+    def __call__(self, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale,
+                 c_zero_point=None):
+            return _binary("QLinearMul", _mul, a, a_scale, a_zero_point, b, b_scale,
+                       b_zero_point, c_scale, c_zero_point)
 
 
 def _requant_table(op: str, dt: np.dtype, xs, xz, ys, yz) -> np.ndarray | None:
@@ -245,6 +253,14 @@ def _softmax_rows(x: np.ndarray, table: np.ndarray, inv_scale: np.float32, zp: i
     """Rows of x (N, D) to quantized softmax: the table shifted so each row's max maps to
     the table's top, a sequential float32 sum (onnxruntime's order), then
     round(e * floor(1 / y_scale) / sum) + zp, saturated."""
+    lo, hi = int_range(x.dtype)
+    y = softmax.rows(x, table, inv_scale, zp, lo, hi)
+    return y if y is not None else _softmax_rows_np(x, table, inv_scale, zp, signed)
+
+
+def _softmax_rows_np(x: np.ndarray, table: np.ndarray, inv_scale: np.float32, zp: int,
+                     signed: bool) -> np.ndarray:
+    """_softmax_rows in NumPy steps (no numba)."""
     xi = x.astype(np.int32)
     mx = xi.max(axis=1, keepdims=True)
     if signed:
@@ -262,7 +278,18 @@ def _softmax_rows(x: np.ndarray, table: np.ndarray, inv_scale: np.float32, zp: i
     return out
 
 
-@CPU.kernel("QLinearSoftmax", since=1, domain=MS)
+@CPU.kernel("QLinearSoftmax", since=1, domain=MS, needs_node=True)
+class QLinearSoftmax:
+    def __init__(self, node: Any) -> None:
+        softmax.prepare()           # compiled (or loaded) now: a run never compiles
+        self.opset = node.attrs.get("opset")
+        self.axis = node.attrs.get("axis", -1)
+
+    def __call__(self, x, x_scale, x_zero_point, y_scale, y_zero_point=None):
+        return qlinear_softmax(x, x_scale, x_zero_point, y_scale, y_zero_point,
+                               opset=self.opset, axis=self.axis)
+
+
 def qlinear_softmax(x, x_scale, x_zero_point, y_scale, y_zero_point=None, *, opset=None,
                     axis=-1):
     """Softmax of quantized X into quantized Y (scale usually 1/256). ``opset`` is the ONNX

@@ -334,6 +334,73 @@ def _dw_items(x, w16, xz, geo, mult, out, mode, scale, s_r, ibias, b_r, fbias, f
                       qlo, qhi)
 
 
+def _dw_to_nhwc(x, xz, ph, pw, xt):
+    """xt[n, h + ph, w + pw, c] = x[n, c, h, w] - xz (int16), channels in blocks of 16 so
+    that each pass reads 16 planes' rows and writes runs of 16; the border of xt stays as
+    the caller zeroed it."""
+    n_n, c_n, hh, ww = x.shape
+    hp, wp = xt.shape[1], xt.shape[2]
+    xf = x.reshape(-1)
+    tf = xt.reshape(-1)
+    for img in range(n_n):
+        for c0 in range(0, c_n, 16):
+            c1 = min(c0 + 16, c_n)
+            for h in range(hh):
+                for w in range(ww):
+                    d = ((img * hp + h + ph) * wp + w + pw) * c_n
+                    s0 = ((img * c_n) * hh + h) * ww + w
+                    for c in range(c0, c1):
+                        tf[d + c] = np.int16(xf[s0 + c * hh * ww]) - xz
+
+
+def _dw_nhwc_rows(xt, wt, geo, out, mode, scale, ibias, fbias, zp, qlo, qhi, lo, hi):
+    """Output rows lo..hi-1 (n * OH + oh) of a depthwise conv (one output per channel) from
+    the channels-last shifted, padded input xt (N, Hp, Wp, C) and the weight taps wt
+    (taps, C): every tap one multiply-add over all channels of a pixel (no per-plane
+    setup, any stride), the epilogue writing out (N, C, OH, OW); its parameters one per
+    channel."""
+    kh_n, kw_n, sh, sw, dh, dw = geo
+    hp, wp, c_n = xt.shape[1], xt.shape[2], xt.shape[3]
+    oh_n, ow_n = out.shape[2], out.shape[3]
+    plane = oh_n * ow_n
+    xf = xt.reshape(-1)
+    wf = wt.reshape(-1)
+    of = out.reshape(-1)
+    acc = np.empty(c_n, np.int32)
+    res = np.empty(c_n, out.dtype)
+    for it in range(lo, hi):
+        img = it // oh_n
+        oh = it - img * oh_n
+        for ow in range(ow_n):
+            for c in range(c_n):
+                acc[c] = 0
+            for ki in range(kh_n):
+                for kj in range(kw_n):
+                    xb = ((img * hp + oh * sh + ki * dh) * wp + ow * sw + kj * dw) * c_n
+                    wb = (ki * kw_n + kj) * c_n
+                    # slices indexed by the loop counter (no negative-index fix-up) and int32
+                    # products (numba's int64 ones): else the loop stays scalar
+                    xs = xf[xb:xb + c_n]
+                    ws = wf[wb:wb + c_n]
+                    for c in range(c_n):
+                        acc[c] += np.int32(np.int32(xs[c]) * np.int32(ws[c]))
+            # the epilogue over the channels (contiguous parameters: it vectorizes), then
+            # scattered to the channels' planes
+            if mode == 0:
+                for c in range(c_n):
+                    res[c] = acc[c] + ibias[c]
+            elif mode == 1:
+                for c in range(c_n):
+                    res[c] = np.float32(np.int32(acc[c] + ibias[c])) * scale[c] + fbias[c]
+            else:
+                for c in range(c_n):
+                    v = np.rint(np.float32(np.int32(acc[c] + ibias[c])) * scale[c]) + zp
+                    res[c] = np.int32(min(max(v, qlo), qhi))
+            ob = img * c_n * plane + oh * ow_n + ow
+            for c in range(c_n):
+                of[ob + c * plane] = res[c]
+
+
 def _tile_intrinsic(numba: Any, mr: int) -> Any:
     """The register tile: an mr x 16 block of int32 sums over kp2 K-pairs, stored to c
     (row stride ldc ints). Arguments are addresses (int64) and element counts: a (mr rows
@@ -411,7 +478,8 @@ def _build(numba: Any) -> dict[str, Any]:
     g["_emit_row"] = numba.njit(inline="always", error_model="numpy")(_emit_row)
     g["_im2col_band"] = numba.njit(error_model="numpy")(_im2col_band)
     k = {"gemm": jit._njit(numba, _gemm_bands), "rows": jit._njit(numba, _pack_rows),
-         "conv": jit._njit(numba, _conv_items), "dw": jit._njit(numba, _dw_items)}
+         "conv": jit._njit(numba, _conv_items), "dw": jit._njit(numba, _dw_items),
+         "dw_nhwc": jit._njit(numba, _dw_nhwc_rows), "to_nhwc": jit._njit(numba, _dw_to_nhwc)}
     _self_test(k)
     return k
 
@@ -585,7 +653,7 @@ class PackedConvW:
     """A constant conv weight (M, Cg, kh, kw) minus its zero point(s) as int16: rows of
     (G, Mg padded to 4, Kp) for the im2col product, or (M, taps) for depthwise."""
 
-    __slots__ = ("m", "group", "cg", "ks", "k", "rows", "depthwise")
+    __slots__ = ("m", "group", "cg", "ks", "k", "rows", "depthwise", "taps")
 
     def __init__(self, w: np.ndarray, zw: np.ndarray | None, group: int) -> None:
         m = w.shape[0]
@@ -594,8 +662,11 @@ class PackedConvW:
         self.k = int(np.prod(w.shape[1:]))
         w16 = shifted16(w, zw, 0).reshape(m, self.k)
         self.depthwise = self.cg == 1 and group > 1
+        self.taps = None
         if self.depthwise:
             self.rows = np.ascontiguousarray(w16)
+            if m == group:      # one output per channel: the channels-last taps too
+                self.taps = np.ascontiguousarray(w16.T)
             return
         mg = m // group
         kp = self.k + (self.k & 1)
@@ -605,16 +676,26 @@ class PackedConvW:
 
 
 _CONV_BAND_BYTES = 128 << 10
+# depthwise convs of output planes up to this many pixels (strided: the second) run
+# channels-last (_dw_nhwc_rows): the per-plane setup of _dw_items (its stride phases) costs
+# more than the transposition there. One thread, under the CPU lock: 576x14x14 stride 2
+# 0.84 -> 0.34 ms, 960x7x7 0.39 -> 0.25, 192x28x28 stride 2 0.39 -> 0.33; larger planes
+# lose (32x112x112 0.73 -> 1.88, 384x14x14 0.34 -> 0.46)
+DW_NHWC_MAX_OUT = 64
+DW_NHWC_MAX_OUT_S2 = 196
 # a conv splits over the threads from this many multiply-adds: its per-plane and per-band
 # overheads make even small ones worth ~0.3 ms (MobileNetV2's 576x14x14 depthwise: 0.55 ms)
 _CONV_PAR_MIN = 1 << 19
 
 
 def conv2d(x: np.ndarray, xz: int, pw: PackedConvW, dil: list[int], st: list[int],
-           pads: list[int], epi: Epilogue, pool: ThreadPool = SERIAL) -> np.ndarray | None:
+           pads: list[int], epi: Epilogue, pool: ThreadPool = SERIAL,
+           dw_nhwc: bool | None = None) -> np.ndarray | None:
     """The integer conv of 8-bit x (N, C, H, W) or (N, C, W) with the packed weight, the
     epilogue's parameters per output channel (row); None where the compiled path does not
-    apply (the caller's NumPy path runs). Shapes are checked here: the loops are not."""
+    apply (the caller's NumPy path runs). Shapes are checked here: the loops are not.
+    ``dw_nhwc``: a depthwise conv's loop (channels-last or per plane), by default chosen
+    by the plane's size."""
     k = kernels()
     if k is None or x.dtype not in _Q8 or x.ndim not in (3, 4) or len(pw.ks) != x.ndim - 2:
         return None
@@ -642,6 +723,18 @@ def conv2d(x: np.ndarray, xz: int, pw: PackedConvW, dil: list[int], st: list[int
     spread = work >= _CONV_PAR_MIN
     if pw.depthwise:
         out = np.empty((n, pw.m, oh, ow), epi.out_dtype)
+        if dw_nhwc is None:
+            dw_nhwc = oh * ow <= (DW_NHWC_MAX_OUT_S2 if max(st) > 1 else DW_NHWC_MAX_OUT)
+        if pw.taps is not None and dw_nhwc:
+            # small planes: channels-last, every tap a vector over the channels
+            xt = np.zeros((n, hh + pads[0] + pads[2], ww + pads[1] + pads[3], c), np.int16)
+            k["to_nhwc"](x, np.int16(xz), pads[0], pads[1], xt)
+            geo = (kh, kw, st[0], st[1], dil[0], dil[1])
+            per_c = tuple(p if p.size == c else np.full(c, p[0], p.dtype)
+                          for p in (epi.scale, epi.ibias, epi.fbias))
+            pool.for_ranges(k["dw_nhwc"], (xt, pw.taps, geo, out, epi.mode) + per_c +
+                            (epi.zp, epi.qlo, epi.qhi), n * oh, spread)
+            return out if spatial_out == 2 else out.reshape(n, pw.m, ow)
         geo = (kh, kw, st[0], st[1], dil[0], dil[1], pads[0], pads[1])
         pool.for_ranges(k["dw"], (x, pw.rows, np.int16(xz), geo, pw.m // pw.group, out,
                                   epi.mode) + ep, n * pw.m, spread)
@@ -682,7 +775,8 @@ def warm_product(pb: PackedB, a_dtype: Any, epi: Epilogue) -> None:
 def warm_conv(pw: PackedConvW, x_dtype: Any, epi: Epilogue) -> None:
     x = np.zeros((1, pw.cg * pw.group) + (3,) * len(pw.ks), x_dtype)
     k = len(pw.ks)
-    conv2d(x, 0, pw, [1] * k, [1] * k, [d - 1 for d in pw.ks] * 2, epi)
+    for layout in ((True, False) if pw.depthwise else (None,)):
+        conv2d(x, 0, pw, [1] * k, [1] * k, [d - 1 for d in pw.ks] * 2, epi, dw_nhwc=layout)
 
 
 def out_dtype(node: Any, default: Any) -> np.dtype:
