@@ -193,3 +193,35 @@ def test_gqa_decode_step(window, softcap, interleaved, packed):
                       packed=packed)
     _check(ins, num_heads=6, kv_num_heads=2, do_rotary=1, rotary_interleaved=interleaved,
            local_window_size=window, softcap=softcap)
+
+
+@pytest.mark.parametrize("packed", [False, True])
+@pytest.mark.parametrize("b,past,buf", [(1, [7], None), (3, [5, 9, 2], 11)])
+def test_gqa_decode_step_fast_path(monkeypatch, packed, b, past, buf):
+    """A token-generation step as the genai builder's decoders run it (batch 1, past of
+    exactly the earlier positions) and a ragged batch in a longer buffer go through the
+    kernel's plain-Python step (_decode_step) and match onnxruntime; a step it declines
+    (an attention bias) still runs, through the general path."""
+    from onnxrt.framework import warmup
+    from onnxrt.providers.cpu.contrib import gqa, gqa_decode
+
+    if gqa_decode.kernel() is None and not warmup.wait(600):
+        pytest.skip("the compiled kernels are off here (numba missing or ONNXRT_JIT=0)")
+    taken = []
+    real = gqa.GroupQueryAttention._decode_step
+
+    def spy(self, *a, **k):
+        r = real(self, *a, **k)
+        taken.append(r is not None)
+        return r
+
+    monkeypatch.setattr(gqa.GroupQueryAttention, "_decode_step", spy)
+    ins = _gqa_inputs(b=b, s=1, n=8, nkv=4, h=16, past=past, buf=buf, rotary=8,
+                      packed=packed)
+    _check(ins, num_heads=8, kv_num_heads=4, do_rotary=1)
+    assert taken == [True]
+    taken.clear()
+    ins = _gqa_inputs(b=b, s=1, n=8, nkv=4, h=16, past=past, buf=buf, rotary=8,
+                      packed=packed, bias=True)
+    _check(ins, num_heads=8, kv_num_heads=4, do_rotary=1)
+    assert taken == []

@@ -300,6 +300,25 @@ def test_gelu_erf_and_tanh():
     assert y
 
 
+def test_quick_gelu_silu_and_scaled():
+    """x * Sigmoid(x) (a Llama MLP's SiLU) and x * Sigmoid(1.702 * x) become QuickGelu;
+    a Sigmoid whose output has another reader, and x * Sigmoid(y), stay."""
+    b = Builder()
+    s1 = b.op("Mul", "x", b.op("Sigmoid", "x"))
+    t = b.op("Mul", s1, b.const(np.float32(1.702)))
+    s2 = b.op("Mul", s1, b.op("Sigmoid", t))
+    kept = b.op("Sigmoid", s2)
+    s3 = b.op("Add", b.op("Mul", s2, kept), kept)           # kept read twice: no fusion
+    y = b.op("Mul", s3, b.op("Sigmoid", "x"))                # Sigmoid of another value
+    b.nodes[-1].output[0] = "y"
+    m = b.model([vi("x", ["n", 9])], [vi("y", ["n", 9])], 13)
+    opt = check(m, {"x": rand(4, 9) * 4}, expect={"QuickGelu": 2, "Sigmoid": 2})
+    alphas = sorted(helper.get_attribute_value(a) for n in opt.graph.node
+                    if n.op_type == "QuickGelu" for a in n.attribute if a.name == "alpha")
+    assert alphas == pytest.approx([1.0, 1.702])
+    assert y
+
+
 @pytest.mark.parametrize("opset", [13, 18])
 def test_layer_norm(opset):
     b = Builder()

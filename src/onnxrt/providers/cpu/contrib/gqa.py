@@ -11,6 +11,7 @@ max(total_sequence_length, P) positions: the past, then the new keys, then zeros
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -99,10 +100,20 @@ class GroupQueryAttention:
                 raise ValueError(f"GroupQueryAttention: input {name} is not supported")
         self.want_qk = node.output_present(3)
         self.n_out = node.num_outputs
+        # what a token-by-token step may take through _decode_step
+        self.fast_step = not self.smooth and not self.want_qk
 
     def __call__(self, query, key=None, value=None, past_key=None, past_value=None,
                  seqlens_k=None, total_sequence_length=None, cos_cache=None, sin_cache=None,
                  position_ids=None, attention_bias=None, head_sink=None, *rest, ctx=None):
+        if (query.ndim == 3 and query.shape[1] == 1 and query.dtype == _F32
+                and position_ids is None and attention_bias is None and head_sink is None
+                and self.fast_step and seqlens_k is not None
+                and total_sequence_length is not None):
+            r = self._decode_step(query, key, value, past_key, past_value, seqlens_k,
+                                  total_sequence_length, cos_cache, sin_cache, pool_of(ctx))
+            if r is not None:
+                return r
         op = "GroupQueryAttention"
         if seqlens_k is None or total_sequence_length is None:
             raise ValueError(f"{op}: seqlens_k and total_sequence_length are required")
@@ -216,6 +227,69 @@ class GroupQueryAttention:
         res = [out.reshape(b, s, n * h).astype(dt), pk.astype(dt), pv.astype(dt),
                None if qk is None else qk.astype(dt)]
         return tuple(res[:self.n_out]) if self.n_out > 1 else res[0]
+
+    def _decode_step(self, query: np.ndarray, key: Any, value: Any, past_key: Any,
+                     past_value: Any, seqlens_k: Any, total: Any, cos_cache: Any,
+                     sin_cache: Any, pool: ThreadPool) -> Any:
+        """A float32 token-generation step (one new position after a past) with the checks
+        of the general path in plain Python, straight into the compiled step; None where
+        anything is off the common case (the general path then runs, and raises its
+        errors)."""
+        n, nkv = self.n, self.nkv
+        b, _, width = query.shape
+        if key is None:
+            if value is not None:
+                return None
+            h = width // (n + 2 * nkv)
+            if h * (n + 2 * nkv) != width:
+                return None
+            row = query.reshape(b, width)
+            q = row[:, :n * h]
+            k = row[:, n * h:(n + nkv) * h]
+            v = row[:, (n + nkv) * h:]
+        else:
+            h = width // n
+            if (h * n != width or type(key) is not np.ndarray or type(value) is not np.ndarray
+                    or key.dtype != _F32 or value.dtype != _F32
+                    or key.shape != (b, 1, nkv * h) or value.shape != (b, 1, nkv * h)):
+                return None
+            q = query.reshape(b, width)
+            k = key.reshape(b, nkv * h)
+            v = value.reshape(b, nkv * h)
+        if (type(seqlens_k) is not np.ndarray or seqlens_k.size != b
+                or seqlens_k.dtype.kind not in "iu"
+                or type(total) is not np.ndarray or total.size != 1):
+            return None
+        t = int(total.reshape(-1)[0])
+        past_len = seqlens_k.reshape(b).astype(np.int64)     # seqlens_k + 1 - S, S = 1
+        lo, hi = (int(past_len[0]),) * 2 if b == 1 else \
+            (int(past_len.min()), int(past_len.max()))
+        if t <= 1 or lo < 0 or past_key is None or past_value is None:
+            return None
+        p_buf = past_key.shape[2] if past_key.ndim == 4 else -1
+        if (past_key.dtype != _F32 or past_value.dtype != _F32
+                or past_key.shape != (b, nkv, p_buf, h) or past_value.shape != past_key.shape
+                or hi > p_buf):
+            return None
+        p_out = max(t, p_buf)
+        if hi + 1 > p_out:
+            return None
+        cos = sin = None
+        if self.do_rotary:
+            cos, sin = cos_cache, sin_cache
+            if (cos is None or sin is None or cos.dtype != _F32 or sin.dtype != _F32
+                    or cos.ndim != 2 or cos.shape != sin.shape or 2 * cos.shape[1] > h
+                    or hi >= cos.shape[0]):
+                return None
+        scale = _F32(self.scale) if self.scale else _F32(1.0 / math.sqrt(h))
+        r = gqa_decode.decode(q.reshape(b, n, h), k.reshape(b, nkv, h), v.reshape(b, nkv, h),
+                              past_key, past_value, past_len, p_out, cos, sin,
+                              self.interleaved, float(scale), self.softcap, self.window, pool)
+        if r is None:
+            return None
+        out, pk, pv = r
+        res = (out.reshape(b, 1, n * h), pk, pv, None)
+        return res[:self.n_out] if self.n_out > 1 else res[0]
 
     def _step(self, qh: np.ndarray, kh: np.ndarray, vh: np.ndarray, past_key: Any,
               past_value: Any, past_len: np.ndarray, p_out: int, cos_cache: Any,

@@ -14,6 +14,7 @@ from onnxrt.framework.parallel import SERIAL, ThreadPool, pool_of
 from onnxrt.providers.cpu import CPU
 
 MS = "com.microsoft"
+_F32 = np.dtype(np.float32)
 
 
 def _norm_rows(x, skip, bias, gamma, beta, y, ssum, stats, has_skip, has_bias, has_beta,
@@ -88,29 +89,47 @@ def compiled_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray | None, eps
     x + skip + bias when ``keep_sum``), or None where that does not apply: numba off, not
     float32, a skip of another shape, gamma/beta/bias not one value per normalized element."""
     fn = _norm_kernel()
-    if fn is None or x.dtype != np.float32 or x.ndim == 0 or x.size == 0:
+    if fn is None or x.dtype != _F32 or x.ndim == 0 or x.size == 0:
         return None
-    ax = axis + x.ndim if axis < 0 else axis
-    m = int(np.prod(x.shape[ax:]))
-    vecs = [np.asarray(v) for v in (gamma, beta, bias) if v is not None]
-    if (any(v.dtype != np.float32 or v.size != m for v in vecs)
-            or (skip is not None and (skip.shape != x.shape or skip.dtype != np.float32))):
+    # the checks in Python's cheapest forms: a decoding step calls this nine times or more
+    # on one row each, where NumPy's helpers cost ten times the compiled pass
+    nd = x.ndim
+    ax = axis + nd if axis < 0 else axis
+    shape = x.shape
+    m = shape[-1] if ax == nd - 1 else int(np.prod(shape[ax:]))
+    for v in (gamma, beta, bias):
+        if v is not None and (type(v) is not np.ndarray or v.dtype != _F32 or v.size != m):
+            return None
+    if skip is not None and (type(skip) is not np.ndarray or skip.shape != shape
+                             or skip.dtype != _F32):
         return None
-    x2 = np.ascontiguousarray(x).reshape(-1, m)
-    rows = x2.shape[0]
-    sk = x2 if skip is None else np.ascontiguousarray(skip).reshape(rows, m)
-    g = np.ascontiguousarray(gamma).reshape(m)
-    b = g if beta is None else np.ascontiguousarray(beta).reshape(m)
-    bi = g if bias is None else np.ascontiguousarray(bias).reshape(m)
-    y = np.empty_like(x2)
-    ssum = np.empty_like(x2) if keep_sum else y
-    stats = np.empty((2, rows), np.float32)
-    pool.for_ranges(fn, (x2, sk, bi, g, b, y, ssum, stats, skip is not None,
-                          bias is not None, beta is not None, keep_sum, simplified,
-                          float(epsilon)), rows, x2.size >= _NORM_PAR_MIN)
-    kept = x.shape[:ax] + (1,) * (x.ndim - ax)
-    return (y.reshape(x.shape), stats[0].reshape(kept), stats[1].reshape(kept),
-            ssum.reshape(x.shape) if keep_sum else None)
+    rows = x.size // m
+    x2 = x.reshape(rows, m) if x.flags.c_contiguous else np.ascontiguousarray(x).reshape(rows, m)
+    sk = x2 if skip is None else _rows(skip, rows, m)
+    g = _vec(gamma, m)
+    b = g if beta is None else _vec(beta, m)
+    bi = g if bias is None else _vec(bias, m)
+    y = np.empty((rows, m), _F32)
+    ssum = np.empty((rows, m), _F32) if keep_sum else y
+    stats = np.empty((2, rows), _F32)
+    args = (x2, sk, bi, g, b, y, ssum, stats, skip is not None, bias is not None,
+            beta is not None, keep_sum, simplified, float(epsilon))
+    if rows == 1 or x2.size < _NORM_PAR_MIN:
+        fn(*args, 0, rows)
+    else:
+        pool.for_ranges(fn, args, rows, True)
+    kept = shape[:ax] + (1,) * (nd - ax)
+    return (y.reshape(shape), stats[0].reshape(kept), stats[1].reshape(kept),
+            ssum.reshape(shape) if keep_sum else None)
+
+
+def _rows(a: np.ndarray, rows: int, m: int) -> np.ndarray:
+    return a.reshape(rows, m) if a.flags.c_contiguous else \
+        np.ascontiguousarray(a).reshape(rows, m)
+
+
+def _vec(a: np.ndarray, m: int) -> np.ndarray:
+    return a.reshape(m) if a.flags.c_contiguous else np.ascontiguousarray(a).reshape(m)
 
 
 def _norm(s: np.ndarray, axis: int, epsilon: float, simplified: bool,

@@ -377,7 +377,7 @@ class MatMulNBits:
     def __call__(self, a, b, scales, zero_points=None, g_idx=None, bias=None, *, ctx=None):
         if a.shape[-1] != self.k:
             raise ValueError(f"MatMulNBits: A's last dimension is {a.shape[-1]}, K={self.k}")
-        af = a.astype(_F32)
+        af = a if a.dtype == _F32 else a.astype(_F32)
         level4 = self.level == 4 and self.bits in (4, 8)
         if self.packed is not None:
             y = self.packed.matmul(nbits.kernels(), af.reshape(-1, self.k), bias, level4,

@@ -39,6 +39,7 @@ _PAR_MIN = 1 << 20
 # one thread each against 3.2 split from 2**18 codes)
 _GEMV_PAR_MIN = 1 << 20
 _F32 = np.float32
+_NO_BIAS = np.zeros(1, _F32)    # the kernels' bias argument when there is none (never read)
 
 
 def _gemv(ap, asum, b, scales, zps, bias, has_bias, y, bits, lo, hi):
@@ -287,6 +288,7 @@ class NBitsWeight:
         # integer kernel then reads no szp
         self.zp_same = float(z0[0]) if z0.size and (self.zps == z0[0]).all() and z0[0] >= 0 \
             else -1.0
+        self.zp_f32 = _F32(self.zp_same)
         self.gidx = (np.zeros(1, np.int64) if g_idx is None
                      else np.ascontiguousarray(g_idx, np.int64).reshape(-1))
         self.has_g = g_idx is not None
@@ -324,7 +326,7 @@ class NBitsWeight:
         m = a.shape[0]
         y = np.empty((m, self.n), _F32)
         has_b = bias is not None
-        bvec = np.ascontiguousarray(bias, _F32).reshape(-1) if has_b else np.zeros(1, _F32)
+        bvec = np.ascontiguousarray(bias, _F32).reshape(-1) if has_b else _NO_BIAS
         if has_b and bvec.size != self.n:
             raise ValueError(f"MatMulNBits: bias must hold {self.n} values, got {bvec.size}")
         work = m * self.n * self.k
@@ -337,10 +339,14 @@ class NBitsWeight:
                 qa = np.empty((m, self.kb, self.block), np.int8)
                 sa = np.empty((m, self.kb), _F32)
                 asum = np.empty((m, self.kb), _F32)
-                q8["prep"](np.ascontiguousarray(a, _F32), self.block, qa, sa, asum)
-                pool.for_ranges(q8["gemv"], (qa, sa, asum, self.codes, self.scales, self.szp,
-                                             _F32(self.zp_same), bvec, has_b, y), self.n,
-                                work >= _GEMV_PAR_MIN)
+                q8["prep"](a if a.flags.c_contiguous and a.dtype == _F32 else
+                           np.ascontiguousarray(a, _F32), self.block, qa, sa, asum)
+                args = (qa, sa, asum, self.codes, self.scales, self.szp, self.zp_f32, bvec,
+                        has_b, y)
+                if work >= _GEMV_PAR_MIN:
+                    pool.for_ranges(q8["gemv"], args, self.n, True)
+                else:       # one call on this thread: no pool bookkeeping on a decode step
+                    q8["gemv"](*args, 0, self.n)
                 return y
             ap, asum = self.planes(k, a, level4)
             four = self.bits == 4 and self.block >= 32
