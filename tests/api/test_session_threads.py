@@ -55,7 +55,9 @@ def test_two_sessions_with_different_budgets_keep_their_own_side_by_side(monkeyp
     count were process-wide globals that each run overwrote."""
     if not blas_threads.blas_libraries():
         pytest.skip("threadpoolctl sees no BLAS of numpy's here: no thread count to watch")
-    data = _model()
+    # 512 x 512 rows: LayerNormalization's rows are enough to ask the pool (smaller ones run
+    # on the calling thread without it)
+    data = _model(4, 512)
     one, two = _session(data, 1), _session(data, 2)
     seen: dict[int, list[int]] = {id(one._thread_pool): [], id(two._thread_pool): []}
     for name in ("for_ranges", "native_ranges", "parallel_for"):
@@ -75,7 +77,7 @@ def test_two_sessions_with_different_budgets_keep_their_own_side_by_side(monkeyp
             blas_seen[self.key].append(_blas_count())
 
     one._hook, two._hook = Hook("one"), Hook("two")
-    x = np.random.default_rng(4).standard_normal((256, 256)).astype(np.float32)
+    x = np.random.default_rng(4).standard_normal((512, 512)).astype(np.float32)
     want = one.run(None, {"x": x})[0]
     for v in blas_seen.values():
         v.clear()
