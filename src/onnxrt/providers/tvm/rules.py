@@ -57,8 +57,8 @@ def _bitshift(node: Any, graph: Any) -> str:
 
 def _mod(node: Any, graph: Any) -> str:
     if not _attr(node, "fmod", 0) and _elem(node) in _FLOATS:
-        return "TVM's floating floor_mod gives NaN where the spec gives x or the divisor's " \
-            "sign for infinite operands"
+        return "TVM's floating floor_mod differs from the spec for infinite operands and " \
+            "signed zeros (NaN where the spec gives inf, 3 or -1)"
     return ""
 
 
