@@ -39,7 +39,7 @@ DECLINED: dict[str, str] = {
     # rules.py: what TVM converts but computes differently from the spec
     "isinf_negative": "ignores detect_negative", "mish": "log(1 + exp(x))",
     "bitshift_left_int32_shift_ge_width": "as the hardware does",
-    "mod_float_edge_cases_fmod_0_float32": "floor_mod gives NaN",
+    "mod_float_edge_cases_fmod_0_float32": "floor_mod differs from the spec",
     "batchnorm_example_training_mode": "training-mode running mean",
     "convtranspose_output_shape": "ignores ConvTranspose's output_shape",
     "nonmaxsuppression_suppress_by_IOU": "selects other boxes",
