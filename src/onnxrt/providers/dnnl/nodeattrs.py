@@ -26,10 +26,10 @@ def text(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
-
+# unary ops as oneDNN eltwise algorithms (support.py claims them, program.py builds them).
+# Not Softplus: oneDNN 3.2's soft_relu loses the negative tail (support.DECLINED_OPS)
 UNARY = frozenset({"Relu", "LeakyRelu", "Elu", "Tanh", "Sigmoid", "Exp", "Log", "Sqrt",
-                    "Abs", "Clip", "HardSigmoid", "HardSwish", "Softplus", "Neg", "Gelu",
-                    "Mish", "Pow"})
+                   "Abs", "Clip", "HardSigmoid", "HardSwish", "Neg", "Gelu", "Mish", "Pow"})
 
 
 def unary(n: onnx.NodeProto, consts: dict[str, np.ndarray]) -> tuple[int, float, float]:
@@ -47,8 +47,6 @@ def unary(n: onnx.NodeProto, consts: dict[str, np.ndarray]) -> tuple[int, float,
         return E["hardsigmoid"], float(a.get("alpha", 0.2)), float(a.get("beta", 0.5))
     if op == "HardSwish":
         return E["hardswish"], 1.0 / 6.0, 0.5
-    if op == "Softplus":
-        return E["soft_relu"], 1.0, 0.0
     if op == "Neg":
         return E["linear"], -1.0, 0.0
     if op == "Gelu":

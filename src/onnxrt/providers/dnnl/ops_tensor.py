@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 
 from onnxrt.providers.dnnl import library as L
-from onnxrt.providers.dnnl.nodeattrs import BINARY_ALG, COMMUTATIVE, unary
+from onnxrt.providers.dnnl.nodeattrs import BINARY_ALG, COMMUTATIVE, UNARY, unary
 from onnxrt.providers.dnnl.values import Val
 
 __all__ = ["TensorOps"]
@@ -333,9 +333,7 @@ class TensorOps:
         alg, alpha, beta = unary(n, self.consts)
         self._eltwise(n, alg, alpha, beta)
 
-    for _op in ("Relu", "LeakyRelu", "Elu", "Tanh", "Sigmoid", "Exp", "Log", "Sqrt", "Abs",
-                "Clip", "HardSigmoid", "HardSwish", "Softplus", "Neg", "Gelu", "Mish",
-                "Pow"):
+    for _op in UNARY:
         locals()["_op_" + _op] = _op_unary
     del _op
 

@@ -14,6 +14,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from onnxrt.providers.tvm.rules import known_difference
 
 __all__ = ["decline_reason", "TRIVIAL"]
 
@@ -27,8 +28,6 @@ _SMALL = 4096
 TRIVIAL = frozenset({"Identity", "Reshape", "Shape", "Size", "Squeeze", "Unsqueeze", "Flatten",
                      "Constant", "Cast", "CastLike", "Dropout", "Gather", "Concat", "Slice",
                      "ConstantOfShape", "Expand", "Transpose"})
-# converters that give other numbers than the ONNX spec (found by the backend suite)
-KNOWN_WRONG: dict[str, str] = {}
 
 _cache: dict[str, str] = {}
 _lock = threading.Lock()
@@ -48,8 +47,9 @@ def decline_reason(node: Any, graph: Any) -> str:
         return "control flow stays with onnxrt (its bodies are offered on their own)"
     if node.op_type not in _convert_map():
         return f"TVM's Relax ONNX frontend has no converter for {node.op_type}"
-    if node.op_type in KNOWN_WRONG:
-        return KNOWN_WRONG[node.op_type]
+    wrong = known_difference(node, graph)
+    if wrong:
+        return wrong
     infos = list(zip(node.inputs, node.input_info)) + list(zip(node.outputs, node.output_info))
     for name, vi in infos:
         if not name:
@@ -61,11 +61,6 @@ def decline_reason(node: Any, graph: Any) -> str:
             return f"value {name!r} is {what}, not a tensor TVM compiles"
         if vi.elem_type not in _TYPES:
             return f"value {name!r} is {vi.type}: TVM's frontend is not used for that type"
-    if node.op_type == "Equal" and any(
-            vi.elem_type == T.INT64 for n, vi in zip(node.inputs, node.input_info) if n):
-        # a computed shape compared with -1 (the attention-mask Expand of Hugging Face
-        # exports) came out all False: the frontend evaluates it as a shape expression
-        return "TVM's frontend compares int64 shape values wrongly (Equal)"
     model, key = _trial_model(node, graph)
     with _lock:
         hit = _cache.get(key)
