@@ -27,8 +27,8 @@ def optimize(model, level, disabled=frozenset()):
     return _optimize(model, level, disabled, KernelLookup([CPUExecutionProvider()]))
 
 sys.path.insert(0, os.path.dirname(__file__))
-from builders import (Builder, attention, bert_feeds, gpt2_block_model, bert_layer_model, gelu_erf,  # noqa: E402
-                      gelu_tanh, gpt2_mlp_model, layer_norm_decomposed)
+from builders import (Builder, attention, bert_feeds, gpt2_block_model,  # noqa: E402
+                      bert_layer_model, gelu_erf, gelu_tanh, gpt2_mlp_model, layer_norm_decomposed)
 
 LEVELS = [ort.GraphOptimizationLevel.ORT_DISABLE_ALL, ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
           ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED, ort.GraphOptimizationLevel.ORT_ENABLE_ALL]

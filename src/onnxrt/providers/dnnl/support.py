@@ -69,7 +69,6 @@ def _rank(node: Any, i: int) -> int | None:
 
 
 def _conv(node: Any, graph: Any) -> str:
-    a = node.attributes
     if not _const(graph, node, 1) or not _const(graph, node, 2):
         return "its weights or bias are not constants (oneDNN reorders them once)"
     r = _rank(node, 0)

@@ -4,10 +4,10 @@ The input projections of every step and direction come in precomputed (one BLAS 
 biases folded, ``gx``); the loop does the recurrent product, the gates and the state update
 of every step for a block of batch rows of one direction, without returning to Python.
 Items are (direction, block of rows): the two directions of a bidirectional layer, or the
-blocks of a large batch, run on the session's threads (its ThreadPool, framework/parallel.py) when the work pays
-for the split. Rows whose ``sequence_lens`` entry is shorter stop early (their Y rows stay
-zero, Y_h/Y_c keep the last state); reverse directions walk each row from its own last
-step.
+blocks of a large batch, run on the session's threads (its ThreadPool,
+framework/parallel.py) when the work pays for the split. Rows whose ``sequence_lens`` entry
+is shorter stop early (their Y rows stay zero, Y_h/Y_c keep the last state); reverse
+directions walk each row from its own last step.
 
 Activations are codes (``ACT_CODES``) applied to a whole gate vector at a time; sigmoid and
 tanh run branch-free on providers/cpu/vmath.py's exponential for float32 (the loops
@@ -184,7 +184,8 @@ def _recurrent_items(kind, gx, rt, rbh, peep, h0, c0, y, yh, yc, lens, rev, code
     rt (D, H, G*H): recurrent weights transposed; rbh (D, H): GRU's recurrent bias of the
     h gate (not folded into gx); peep (D, 3H): LSTM's peepholes i, o, f; h0, c0, yh, yc
     (D, B, H); y: flat, (T, D, B, H) or (B, T, D, H) when batch_major, zero-filled;
-    lens (B,) int64 (a row of length 0 gets zero final states, as in onnxruntime); rev (D,) int64; codes/alphas/betas (D, 3): the f, g, h activations."""
+    lens (B,) int64 (a row of length 0 gets zero final states, as in onnxruntime);
+    rev (D,) int64; codes/alphas/betas (D, 3): the f, g, h activations."""
     d_n, h_n, gh = rt.shape
     b_n = h0.shape[1]
     t_n = gx.shape[0] // max(1, d_n * b_n * gh)
