@@ -145,11 +145,8 @@ def _compiled() -> Any:
         if not _FNS:
             out = None
             try:
-                from onnxrt.framework.numba_import import load_numba
+                import numba
 
-                numba = load_numba()
-                if numba is None:
-                    raise ImportError("numba")
                 libc = ctypes.CDLL(None)
                 y = libc.sched_yield
                 y.argtypes = []

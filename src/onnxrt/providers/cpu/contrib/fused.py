@@ -157,7 +157,7 @@ def _affine_kernel() -> Any:
     with _AFFINE_LOCK:
         if not _AFFINE:
             try:
-                numba = jit.numba_module()
+                import numba
                 try:
                     fn = numba.njit(cache=True)(_affine_loop)
                 except Exception:   # no writable cache location

@@ -17,7 +17,6 @@ import threading
 from typing import Any, Callable
 
 from onnxrt.framework import warmup
-from onnxrt.framework.numba_import import load_numba
 
 __all__ = ["available", "enabled", "set_enabled", "wait_compiled", "njit", "compile_once",
            "numba_module"]
@@ -50,11 +49,13 @@ def set_enabled(on: bool) -> None:
 
 
 def numba_module() -> Any:
-    """numba, imported now (framework/numba_import.py); None where it fails to import (a
-    broken install behaves like a missing one, and turns the compiled kernels off)."""
-    numba = load_numba()
-    if numba is None:
+    """numba, imported now; None where it fails to import (a broken install behaves like a
+    missing one, and turns the compiled kernels off)."""
+    try:
+        import numba
+    except Exception:
         _ENABLED[0] = False
+        return None
     return numba
 
 
