@@ -32,7 +32,7 @@ _LOCK = threading.Lock()
 _CONTROLLER: list[Any] = []
 _BLAS: list[list[Any]] = []         # the BLAS libraries' controllers
 _ALL: list[list[Any]] = []          # every pool's controller (BLAS and OpenMP)
-_ALL_OPENBLAS: list[bool] = []      # every BLAS numpy loaded is OpenBLAS
+_ALL_OPENBLAS: list[bool] = []      # numpy's own BLAS is OpenBLAS
 _CPUS: list[int] = []
 _REQUESTS: dict[int, int] = {}      # thread bound -> how many requests hold it now
 _APPLIED = [0]                      # the bound in force (0: none, the counts found)
@@ -59,7 +59,11 @@ def blas_threads_unused(mnk: int) -> bool:
     if mnk >= _OPENBLAS_ONE_THREAD_MNK:
         return False
     if not _ALL_OPENBLAS:
-        _ALL_OPENBLAS.append(all(lib.internal_api == "openblas" for lib in blas_libraries()))
+        libs = blas_libraries()
+        # np.matmul calls numpy's own BLAS (the wheel's, under numpy.libs); another library
+        # loaded beside it (torch's MKL) does not run numpy's products
+        own = [lib for lib in libs if "numpy" in str(getattr(lib, "filepath", ""))]
+        _ALL_OPENBLAS.append(all(lib.internal_api == "openblas" for lib in own or libs))
     return _ALL_OPENBLAS[0]
 
 
