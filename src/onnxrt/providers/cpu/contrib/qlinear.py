@@ -165,30 +165,32 @@ def _mul(a, za, sa, b, zb, sb, sc, zc):
     return p.astype(_F32) * (sa * sb / sc) + _F32(zc)
 
 
-@CPU.kernel("QLinearAdd", since=1, domain=MS, needs_node=True)
-class QLinearAdd:
-    """C = (A_scale (A - A_zp) + B_scale (B - B_zp)) / C_scale + C_zp, broadcasting."""
+class _QLinearBinary:
+    """The two element-wise QLinear ops: their formula and name are all that differ."""
+
+    op = ""
 
     def __init__(self, node: Any) -> None:
         elementwise.prepare()       # compiled (or loaded) now: a run never compiles
 
     def __call__(self, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale,
                  c_zero_point=None):
-        return _binary("QLinearAdd", _add, a, a_scale, a_zero_point, b, b_scale,
+        return _binary(self.op, self._formula, a, a_scale, a_zero_point, b, b_scale,
                        b_zero_point, c_scale, c_zero_point)
+
+
+@CPU.kernel("QLinearAdd", since=1, domain=MS, needs_node=True)
+class QLinearAdd(_QLinearBinary):
+    """C = (A_scale (A - A_zp) + B_scale (B - B_zp)) / C_scale + C_zp, broadcasting."""
+
+    op, _formula = "QLinearAdd", staticmethod(_add)
 
 
 @CPU.kernel("QLinearMul", since=1, domain=MS, needs_node=True)
-class QLinearMul:
+class QLinearMul(_QLinearBinary):
     """C = A_scale B_scale (A - A_zp)(B - B_zp) / C_scale + C_zp, broadcasting."""
 
-    def __init__(self, node: Any) -> None:
-        elementwise.prepare()       # compiled (or loaded) now: a run never compiles
-
-    def __call__(self, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale,
-                 c_zero_point=None):
-            return _binary("QLinearMul", _mul, a, a_scale, a_zero_point, b, b_scale,
-                       b_zero_point, c_scale, c_zero_point)
+    op, _formula = "QLinearMul", staticmethod(_mul)
 
 
 def _requant_table(op: str, dt: np.dtype, xs, xz, ys, yz) -> np.ndarray | None:
