@@ -304,3 +304,59 @@ def test_lstm_weights_from_outer_scope_inside_if():
     assert set(step.node.implicit_inputs) == {"X"}     # W, R, B are the branch's own
     lstm = step.node.subgraphs["then_branch"].plan.steps[0].fn
     assert lstm._packed is not None
+
+
+
+def _dynamic(model, with_lens):
+    """``model`` with batch and length left free (and ``sequence_lens`` wired in when
+    ``with_lens``)."""
+    for vi in model.graph.input:
+        if vi.name in ("X", "initial_h", "initial_c"):
+            dims = vi.type.tensor_type.shape.dim
+            dims[1].dim_param = "batch"
+            if vi.name == "X":
+                dims[0].dim_param = "time"
+    if with_lens:
+        model.graph.input.append(helper.make_tensor_value_info("sequence_lens",
+                                                               TensorProto.INT32, ["batch"]))
+        node = model.graph.node[0]
+        while len(node.input) < 5:
+            node.input.append("")
+        node.input[4] = "sequence_lens"
+    return model.SerializeToString()
+
+
+@pytest.mark.parametrize("op", ["GRU", "LSTM"])
+@pytest.mark.parametrize("direction", ["forward", "bidirectional"])
+@pytest.mark.parametrize("with_lens", [False, True])
+def test_one_session_many_runs_shapes_and_lens_change(op, direction, with_lens):
+    # a streaming model runs one node many times: what a run leaves behind (the full
+    # lengths kept by shape, the outputs it handed out) must not leak into the next run,
+    # whose batch, length or sequence_lens differ; the results of earlier runs stay as given
+    D = 2 if direction == "bidirectional" else 1
+    n_out = 3 if op == "LSTM" else 2
+    runs = [(1, 2, None), (4, 2, None), (4, 3, [4, 1, 0]), (4, 3, None), (1, 2, None),
+            (4, 2, [2, 3]), (4, 2, None), (1, 3, [1, 0, 1])]
+    base = _inputs(op, T=4, B=3, D=D, seed=7)
+    H = base[2].shape[-1]
+    model = _model(op, base, {"hidden_size": H, "direction": direction}, n_out)
+    data = _dynamic(model, with_lens)
+    ref = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    ours = onnxrt.InferenceSession(data)
+    kept = []
+    for k, (T, B, lens) in enumerate(runs):
+        if lens is not None and not with_lens:
+            continue
+        ins = _inputs(op, T=T, B=B, D=D, seed=k)
+        ins[1:4] = base[1:4]
+        ins[4] = np.array(lens if lens is not None else [T] * B, np.int32) \
+            if with_lens else None
+        feeds = _feeds(ins)
+        exp = ref.run(None, feeds)
+        got = ours.run(None, feeds)
+        for e, g in zip(exp, got):
+            np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5)
+        kept.append(([g.copy() for g in got], got))
+    for snapshot, got in kept:
+        for s, g in zip(snapshot, got):
+            np.testing.assert_array_equal(g, s)

@@ -178,6 +178,9 @@ class RecurrentKernel:
         self._clip_value = float(self.clip) if self.clip is not None else 0.0
         self._lbr = bool(getattr(self, "linear_before_reset", False))
         self._input_forget = bool(getattr(self, "input_forget", False))
+        # ``lens`` of full-length batches by (batch, steps), made once: a streaming model
+        # calls its node with the same shapes every chunk
+        self._full_lens: dict[tuple[int, int], np.ndarray] = {}
 
     # -- helpers for subclasses --------------------------------------------------------
     def act(self, g: int, x: np.ndarray, clip: bool = True) -> np.ndarray:
@@ -355,7 +358,11 @@ class RecurrentKernel:
         c0 = self._state(init_c, D, Bn, H, cdt, "initial_c", copy=False) if self.has_cell \
             else h0
         if seq_lens is None:
-            lens = np.full(Bn, T, np.int64)
+            lens = self._full_lens.get((Bn, T))
+            if lens is None:
+                lens = np.full(Bn, T, np.int64)     # the loop only reads it
+                if len(self._full_lens) < 16:
+                    self._full_lens[(Bn, T)] = lens
         else:
             lens = np.ascontiguousarray(np.asarray(seq_lens).reshape(-1), dtype=np.int64)
             if lens.shape[0] != Bn:
@@ -377,7 +384,10 @@ class RecurrentKernel:
         else:
             gx = matmul(x2, w_cat, pool)
             gx += b_cat
-        y = np.zeros(T * D * Bn * H if self.want_y else 1, cdt)
+        # the loop writes every step of every row when all rows run the full length; rows
+        # that stop early leave zeros behind
+        y = (np.empty if seq_lens is None else np.zeros)(T * D * Bn * H if self.want_y else 1,
+                                                         cdt)
         yh = np.empty((D, Bn, H), cdt)
         yc = np.empty((D, Bn, H), cdt) if self.has_cell else yh
         work = T * Bn * D * H * GH
@@ -389,7 +399,10 @@ class RecurrentKernel:
                 y, yh, yc, lens, self._rev, self.act_codes, self.act_alpha, self.act_beta,
                 self._clip_value, self._lbr, self._input_forget, peep is not None,
                 self.want_y, bool(self.layout), cdt == np.float32, bs)
-        compiled.run_items(loop, args, items, threads > 1, pool)
+        if threads > 1 and items > 1:
+            compiled.run_items(loop, args, items, True, pool)
+        elif items:
+            loop(*args, 0, items)   # one call on this thread: no pool hand-off to pay for
         Y = None
         if self.want_y:
             Y = y.reshape((Bn, T, D, H) if self.layout else (T, D, Bn, H))
@@ -426,6 +439,8 @@ class RecurrentKernel:
         return v.astype(cdt)  # a copy: the loop never writes into the caller's array
 
     def _out_state(self, v: np.ndarray, out_dt: np.dtype) -> np.ndarray:
+        if not self.layout and v.dtype == out_dt and v.flags.c_contiguous:
+            return v    # a fresh contiguous array of the loop's: hand it out as it is
         if self.layout:
             v = v.transpose(1, 0, 2)
         return np.ascontiguousarray(v).astype(out_dt, copy=False)
