@@ -93,6 +93,11 @@ CONVS = [
     ((2, 24, 7, 7), (24, 3, 3), 24, (1, 1), (1, 1, 1, 1), (1, 1)),
     ((1, 20, 14, 13), (20, 3, 3), 20, (2, 2), (1, 0, 1, 1), (1, 1)),
     ((1, 17, 8, 8), (17, 3, 3), 17, (1, 1), (2, 2, 2, 2), (2, 2)),     # dilated
+    # the exact float32 depthwise loop (igemm._dw_f32_items) row by row: strides 2 and 3,
+    # dilated columns, 5 kernel columns (one pass of three, two single ones), uneven pads
+    ((1, 5, 60, 41), (5, 3, 5), 5, (2, 3), (1, 2, 0, 1), (1, 2)),
+    # ... and over the flattened plane: 2 images, 2 outputs per channel, one kernel column
+    ((2, 3, 33, 20), (6, 4, 1), 3, (1, 1), (2, 0, 1, 0), (3, 1)),
 ]
 
 
@@ -123,20 +128,51 @@ def test_qlinear_conv_exact(case, xdt, wdt, per_channel):
     np.testing.assert_array_equal(y, ref)
 
 
-@pytest.mark.parametrize("case", [3, 10, 12, 13, 14])     # one output per channel
+@pytest.mark.parametrize("case", [3, 4, 10, 11, 12, 13, 14, 15, 16])
 def test_depthwise_layouts_agree(case):
-    """Both depthwise loops (per plane with stride phases, channels-last) on the same
-    convs, forced either way, against the exact int64 formula (raw int32 sums)."""
+    """The three depthwise loops (float32 per plane, int32 per plane with stride phases,
+    channels-last where there is one output per channel) on the same convs, forced each
+    way, against the exact int64 formula (raw int32 sums)."""
     xs, (m, kh, kw), group, strides, pads, dil = CONVS[case]
     x = _q(xs, np.uint8)
     w = _q((m, 1, kh, kw), np.int8)
     wz = _q((m,), np.int8)
-    pw = igemm.PackedConvW(w, wz, group)
     ref = _conv_ref(x, 17, w, wz, group, strides, pads, dil)
-    for nhwc in (False, True):
+    for loop in ("f32", "int32", "nhwc"):
+        pw = igemm.PackedConvW(w, wz, group)
+        if loop == "int32":
+            pw.rows32 = None
+        if loop == "nhwc" and pw.taps is None:
+            continue
         y = igemm.conv2d(x, 17, pw, list(dil), list(strides), list(pads),
-                         igemm.Epilogue.raw(), dw_nhwc=nhwc)
+                         igemm.Epilogue.raw(), dw_nhwc=loop == "nhwc")
+        np.testing.assert_array_equal(y, ref, err_msg=loop)
+
+
+@pytest.mark.parametrize("ks,f32", [((16, 16), True), ((17, 17), False)])
+def test_depthwise_float32_bound(ks, f32):
+    """The float32 depthwise loop is exact only while every partial sum stays below 2**24:
+    the largest products (255 * 255, all one sign) over the most taps it takes (256 of a
+    16x16 kernel: 16.6 million) stay exact, and a 17x17 kernel (18.8 million) goes to the
+    int32 loop. Raw sums and a requantized output against the int64 formula."""
+    c = 3
+    x = np.zeros((1, c, 20, 21), np.uint8)
+    x[0, 1] = 255
+    x[0, 2, ::2] = 255
+    w = np.full((c, 1) + ks, -128, np.int8)
+    w[1, 0, ::3] = 1
+    wz = np.array([127, 127, -4], np.int8)
+    pw = igemm.PackedConvW(w, wz, c)
+    assert (pw.rows32 is not None) == f32
+    for xz in (255, 0):
+        ref = _conv_ref(x, xz, w, wz, c, (1, 1), (1, 2, 1, 0), (1, 1))
+        y = igemm.conv2d(x, xz, pw, [1, 1], [1, 1], [1, 2, 1, 0], igemm.Epilogue.raw(),
+                         dw_nhwc=False)
         np.testing.assert_array_equal(y, ref)
+        mult = np.array([1e-5, 3e-6, 2e-6], _F32)
+        epi = igemm.Epilogue(igemm.MODE_QUANT, np.int8, scale=mult, zp=-3, qrange=(-128, 127))
+        y = igemm.conv2d(x, xz, pw, [1, 1], [1, 1], [1, 2, 1, 0], epi, dw_nhwc=False)
+        np.testing.assert_array_equal(y, _requant(ref, mult.reshape(1, -1, 1, 1), -3, np.int8))
 
 
 def test_qlinear_conv_saturation_and_ties():

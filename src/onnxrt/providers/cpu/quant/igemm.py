@@ -334,6 +334,110 @@ def _dw_items(x, w16, xz, geo, mult, out, mode, scale, s_r, ibias, b_r, fbias, f
                       qlo, qhi)
 
 
+# a depthwise conv's sums are exact in float32 while every partial sum stays below 2**24:
+# |x - xz| <= 255 and |w - zw| <= 255, so up to this many taps
+DW_F32_MAX_TAPS = (1 << 24) // (255 * 255)
+
+
+def _dw_f32_items(x, w32, xz, geo, out, mode, scale, s_r, ibias, b_r, fbias, f_r, zp, qlo,
+                  qhi, lo, hi):
+    """Planes lo..hi-1 (n * M + m, one input channel per output) of a depthwise conv in
+    float32, exact (DW_F32_MAX_TAPS): each input plane shifted by its zero point into a
+    zero-padded float32 plane, then the taps as fused multiply-adds, three kernel columns a
+    pass so that the sums are loaded and stored once per kernel row; stride 1 over the
+    whole flattened plane at once (the columns past each row's end are computed and
+    dropped), other strides row by row. Twice the int32 per-plane loop's rate (_dw_items:
+    int32 multiplies and its stride-phase copies)."""
+    kh_n, kw_n, sh, sw, dh, dw, ph, pw = geo
+    hh, ww = x.shape[2], x.shape[3]
+    m_all, oh_n, ow_n = out.shape[1], out.shape[2], out.shape[3]
+    hp = max(hh + ph, (oh_n - 1) * sh + (kh_n - 1) * dh + 1)
+    wp = max(ww + pw, (ow_n - 1) * sw + (kw_n - 1) * dw + 1)
+    pl = np.zeros(hp * wp, np.float32)
+    flat = sh == 1 and sw == 1
+    length = (oh_n - 1) * wp + ow_n if flat else ow_n
+    acc = np.empty(length, np.float32)
+    ai = np.empty(ow_n, np.int32)
+    fz = np.float32(xz)
+    mult = m_all // x.shape[1]
+    last = -1
+    for it in range(lo, hi):
+        img = it // m_all
+        m = it - img * m_all
+        src = img * x.shape[1] + m // mult
+        if src != last:
+            last = src
+            xp = x[img, m // mult]
+            for h in range(hh):
+                row = pl[(h + ph) * wp + pw:(h + ph) * wp + pw + ww]
+                xr = xp[h]
+                for j in range(ww):
+                    row[j] = np.float32(xr[j]) - fz
+        orows = out[img, m]
+        if flat:
+            for i in range(length):
+                acc[i] = 0
+            for ki in range(kh_n):
+                kj = 0
+                while kj + 3 <= kw_n:
+                    w0 = w32[m, ki * kw_n + kj]
+                    w1 = w32[m, ki * kw_n + kj + 1]
+                    w2 = w32[m, ki * kw_n + kj + 2]
+                    o = ki * dh * wp + kj * dw
+                    s0 = pl[o:o + length]
+                    s1 = pl[o + dw:o + dw + length]
+                    s2 = pl[o + 2 * dw:o + 2 * dw + length]
+                    for i in range(length):
+                        acc[i] += w0 * s0[i] + w1 * s1[i] + w2 * s2[i]
+                    kj += 3
+                while kj < kw_n:
+                    w0 = w32[m, ki * kw_n + kj]
+                    o = ki * dh * wp + kj * dw
+                    s0 = pl[o:o + length]
+                    for i in range(length):
+                        acc[i] += w0 * s0[i]
+                    kj += 1
+            for oh in range(oh_n):
+                a = acc[oh * wp:oh * wp + ow_n]
+                for j in range(ow_n):
+                    ai[j] = np.int32(a[j])
+                _emit_row(ai, ow_n, orows[oh], mode, scale[m * s_r], ibias[m * b_r],
+                          fbias[m * f_r], zp, qlo, qhi)
+            continue
+        for oh in range(oh_n):
+            for j in range(ow_n):
+                acc[j] = 0
+            for ki in range(kh_n):
+                base = (oh * sh + ki * dh) * wp
+                kj = 0
+                while kj + 3 <= kw_n:
+                    w0 = w32[m, ki * kw_n + kj]
+                    w1 = w32[m, ki * kw_n + kj + 1]
+                    w2 = w32[m, ki * kw_n + kj + 2]
+                    b = base + kj * dw
+                    s0 = pl[b:b + (ow_n - 1) * sw + 1]
+                    s1 = pl[b + dw:b + dw + (ow_n - 1) * sw + 1]
+                    s2 = pl[b + 2 * dw:b + 2 * dw + (ow_n - 1) * sw + 1]
+                    if sw == 2:
+                        # a constant stride: the loads vectorize as an interleaved group
+                        for j in range(ow_n):
+                            acc[j] += w0 * s0[2 * j] + w1 * s1[2 * j] + w2 * s2[2 * j]
+                    else:
+                        for j in range(ow_n):
+                            acc[j] += w0 * s0[j * sw] + w1 * s1[j * sw] + w2 * s2[j * sw]
+                    kj += 3
+                while kj < kw_n:
+                    w0 = w32[m, ki * kw_n + kj]
+                    s0 = pl[base + kj * dw:base + kj * dw + (ow_n - 1) * sw + 1]
+                    for j in range(ow_n):
+                        acc[j] += w0 * s0[j * sw]
+                    kj += 1
+            for j in range(ow_n):
+                ai[j] = np.int32(acc[j])
+            _emit_row(ai, ow_n, orows[oh], mode, scale[m * s_r], ibias[m * b_r],
+                      fbias[m * f_r], zp, qlo, qhi)
+
+
 def _dw_to_nhwc(x, xz, ph, pw, xt):
     """xt[n, h + ph, w + pw, c] = x[n, c, h, w] - xz (int16), channels in blocks of 16 so
     that each pass reads 16 planes' rows and writes runs of 16; the border of xt stays as
@@ -479,6 +583,7 @@ def _build(numba: Any) -> dict[str, Any]:
     g["_im2col_band"] = numba.njit(error_model="numpy")(_im2col_band)
     k = {"gemm": jit._njit(numba, _gemm_bands), "rows": jit._njit(numba, _pack_rows),
          "conv": jit._njit(numba, _conv_items), "dw": jit._njit(numba, _dw_items),
+         "dw_f32": jit._njit(numba, _dw_f32_items),
          "dw_nhwc": jit._njit(numba, _dw_nhwc_rows), "to_nhwc": jit._njit(numba, _dw_to_nhwc)}
     _self_test(k)
     return k
@@ -653,7 +758,7 @@ class PackedConvW:
     """A constant conv weight (M, Cg, kh, kw) minus its zero point(s) as int16: rows of
     (G, Mg padded to 4, Kp) for the im2col product, or (M, taps) for depthwise."""
 
-    __slots__ = ("m", "group", "cg", "ks", "k", "rows", "depthwise", "taps")
+    __slots__ = ("m", "group", "cg", "ks", "k", "rows", "depthwise", "taps", "rows32")
 
     def __init__(self, w: np.ndarray, zw: np.ndarray | None, group: int) -> None:
         m = w.shape[0]
@@ -663,8 +768,11 @@ class PackedConvW:
         w16 = shifted16(w, zw, 0).reshape(m, self.k)
         self.depthwise = self.cg == 1 and group > 1
         self.taps = None
+        self.rows32 = None
         if self.depthwise:
             self.rows = np.ascontiguousarray(w16)
+            if self.k <= DW_F32_MAX_TAPS:   # the exact float32 loop (_dw_f32_items)
+                self.rows32 = w16.astype(np.float32)
             if m == group:      # one output per channel: the channels-last taps too
                 self.taps = np.ascontiguousarray(w16.T)
             return
@@ -736,6 +844,10 @@ def conv2d(x: np.ndarray, xz: int, pw: PackedConvW, dil: list[int], st: list[int
                             (epi.zp, epi.qlo, epi.qhi), n * oh, spread)
             return out if spatial_out == 2 else out.reshape(n, pw.m, ow)
         geo = (kh, kw, st[0], st[1], dil[0], dil[1], pads[0], pads[1])
+        if pw.rows32 is not None:
+            pool.for_ranges(k["dw_f32"], (x, pw.rows32, np.int16(xz), geo, out, epi.mode) + ep,
+                            n * pw.m, spread)
+            return out if spatial_out == 2 else out.reshape(n, pw.m, ow)
         pool.for_ranges(k["dw"], (x, pw.rows, np.int16(xz), geo, pw.m // pw.group, out,
                                   epi.mode) + ep, n * pw.m, spread)
         return out if spatial_out == 2 else out.reshape(n, pw.m, ow)
