@@ -451,3 +451,36 @@ def test_matmul_nbits_level4_decode_takes_integer_kernel(monkeypatch):
     y = w.matmul(nbits.kernels(), a, None, True)
     assert calls == [(0, n)]
     np.testing.assert_allclose(y, _level4_ref(a, codes, s, z, block), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("level4", [False, True])
+def test_matmul_nbits_decode_rows_split_over_threads(monkeypatch, level4):
+    """Decoding rows with their columns split over two threads (the split taken here from
+    any size; the sessions take it only on products past _GEMV_PAR_MIN codes): the same
+    answer as the formula, every column written once (N odd, K ragged against the block)."""
+    from onnxrt.framework.parallel import ThreadPool
+    from onnxrt.providers.cpu.quant import nbits
+
+    if nbits.kernels() is None:
+        pytest.skip("numba disabled or missing: MatMulNBits keeps its NumPy path")
+    monkeypatch.setattr(nbits, "_GEMV_PAR_MIN", 0)
+    k, n, block = 200, 37, 32
+    kb = -(-k // block)
+    codes = _q((n, kb, block // 2), np.uint8)
+    s = (RNG.random((n, kb)) * 0.1 + 0.01).astype(_F32)
+    z = RNG.integers(0, 16, (n, kb)).astype(_F32)
+    a = RNG.standard_normal((2, k)).astype(_F32)
+    w = nbits.NBitsWeight(codes, s, z, None, k, n, 4, block)
+    pool = ThreadPool(2)
+    try:
+        y = w.matmul(nbits.kernels(), a, None, level4, pool)
+    finally:
+        pool.close()
+    if level4:
+        ref = _level4_ref(a, codes, s, z, block)
+    else:
+        q = np.stack([codes & 15, codes >> 4], -1).reshape(n, kb * block)[:, :k]
+        wf = (q.astype(np.float64) - np.repeat(z, block, 1)[:, :k]) * \
+            np.repeat(s, block, 1)[:, :k]
+        ref = a.astype(np.float64) @ wf.T
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())

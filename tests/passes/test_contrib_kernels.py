@@ -269,3 +269,21 @@ def test_fused_conv_channel_affine(act, params, jit_on, monkeypatch):
             ours = sess.run(None, feeds)
             np.testing.assert_allclose(ours[0], ref[0], rtol=1e-5, atol=1e-6)
             assert ours[0].dtype == np.float32 and ours[0].shape == x.shape
+
+
+@pytest.mark.parametrize("alpha", [1.0, 1.702, -0.8])
+@pytest.mark.parametrize("shape", [(1, 1, 1408), (3, 37), (520, 2048)])
+def test_quick_gelu_against_formula(alpha, shape):
+    """QuickGelu (a Llama MLP's SiLU at alpha 1) against x * sigmoid(alpha x) in float64
+    and onnxruntime: values far into both tails (no overflow), specials, a negative alpha,
+    and an input past the split threshold (rows over two threads)."""
+    x = RNG.standard_normal(shape).astype(np.float32) * 8
+    flat = x.reshape(-1)
+    flat[:8] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 95.0, -95.0, 1e-30]
+    ours, ref = _run_both("QuickGelu", {"x": x}, alpha=alpha)
+    x64 = x.astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = x64 / (1 + np.exp(-alpha * x64))
+    np.testing.assert_allclose(ours[0], want, rtol=4e-6, atol=1e-30)
+    # onnxruntime's logistic is itself ~2e-6 off the formula in the far tails
+    _close(ours, ref, 1e-4, 1e-5)

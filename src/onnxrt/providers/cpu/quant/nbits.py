@@ -36,8 +36,11 @@ _TILE_BYTES = 192 << 10
 _PAR_MIN = 1 << 20
 # decoding rows split their columns over the threads from this many codes: below it the
 # split cost more than it saved (genai small int4 decode step, MatMulNBits 2.3 ms/step on
-# one thread each against 3.2 split from 2**18 codes)
-_GEMV_PAR_MIN = 1 << 20
+# one thread each against 3.2 split from 2**18 codes). The lm_heads of the benchmark's
+# decoders are past 2**20 too and lost as well (accuracy_level 4, cold weights, one-node
+# sessions under the lock, the second core shared: 512x8000 625 us on one thread against
+# 898 split, 768x16000 905 against 1119), so only products past those split
+_GEMV_PAR_MIN = 1 << 24
 _F32 = np.float32
 _NO_BIAS = np.zeros(1, _F32)    # the kernels' bias argument when there is none (never read)
 
