@@ -473,3 +473,33 @@ def test_linear_classifier_binary_without_intercepts():
     s = x @ np.array([0.5, -0.3], np.float32)
     assert y.tolist() == [4, 9]
     np.testing.assert_allclose(z, np.stack([1 - s, s], axis=1), rtol=1e-6)
+
+
+# -- the float32 fast paths (Scaler, Normalizer, LinearClassifier's SOFTMAX in place) ---------
+@pytest.mark.parametrize("rows", [1, 4])
+def test_float32_rows_scaler_normalizer_linear(rows):
+    r = np.random.default_rng(rows)
+    x = r.normal(size=(rows, 4)).astype(np.float32)
+    x[0, :] = 0.0                               # a zero row: its norm stays 1
+    _one("Scaler", dict(offset=[0.5, 1.0, -1.0, 0.0], scale=[2.0, 0.5, 1.0, 3.0]), x,
+         TP.FLOAT, TP.FLOAT)
+    for norm in ("MAX", "L1", "L2"):
+        _one("Normalizer", dict(norm=norm), x, TP.FLOAT, TP.FLOAT)
+        _one("Normalizer", dict(norm=norm), -np.abs(x), TP.FLOAT, TP.FLOAT)
+    m = _model("LinearClassifier", dict(coefficients=r.normal(size=12).tolist(),
+                                        intercepts=[0.1, 0.0, -0.1], post_transform="SOFTMAX",
+                                        classlabels_ints=[0, 1, 2]),
+               [("X", TP.FLOAT, [None, 4])], [("Y", TP.INT64, [None]),
+                                              ("Z", TP.FLOAT, [None, 3])], ml_opset=1)
+    _compare(m, {"X": x * 30})                  # large scores: the max is taken off first
+
+
+def test_scaler_width_checked_once_per_width_and_session_kept():
+    m = _model("Scaler", dict(offset=[0.5, 1.0, -1.0], scale=[2.0, 0.5, 1.0]),
+               [("X", TP.FLOAT, [None, None])], [("Y", TP.FLOAT, None)])
+    s = onnxrt.InferenceSession(m.SerializeToString())
+    good = np.ones((1, 3), np.float32)
+    s.run(None, {"X": good})
+    with pytest.raises(Exception, match="Scaler: offset has 3 values for 4 features"):
+        s.run(None, {"X": np.ones((1, 4), np.float32)})
+    np.testing.assert_allclose(s.run(None, {"X": good})[0], [[1.0, 0.0, 2.0]])

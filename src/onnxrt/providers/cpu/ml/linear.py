@@ -73,6 +73,12 @@ class LinearClassifier:
             return label, z.astype(_F32)
         # (the array method: np.argmax's Python wrapper costs ~1 us, as much as a row)
         label = self.labels[s.argmax(axis=1)]
+        if self.transform == "SOFTMAX" and s.shape[1]:
+            # in place on the scores this call made: no temporaries at batch 1
+            s -= np.maximum.reduce(s, axis=1, keepdims=True)
+            np.exp(s, out=s)
+            s /= np.add.reduce(s, axis=1, keepdims=True)
+            return label, s
         return label, post_transform(s, self.transform).astype(_F32, copy=False)
 
 

@@ -164,6 +164,8 @@ def imputer(x: np.ndarray, *, imputed_value_floats=None, imputed_value_int64s=No
 
 @CPU.kernel("Normalizer", since=1, domain=ML)
 def normalizer(x: np.ndarray, *, norm: str = "MAX") -> np.ndarray:
+    if x.dtype == _F32 and x.ndim == 2 and x.shape[1]:
+        return _normalize_f32(x, norm)
     x2 = as_2d_float(x, np.float64) if x.ndim != 2 else x.astype(np.float64)
     # (ufunc reductions, not the array methods: their Python wrappers cost ~1 us each,
     # as much as the work at batch 1)
@@ -179,6 +181,21 @@ def normalizer(x: np.ndarray, *, norm: str = "MAX") -> np.ndarray:
     d += d == 0             # a zero norm (only 0 -> 1) leaves its row as it is
     # a 1-D input is one sample and stays 1-D, as onnxruntime returns it
     return (x2 / d).astype(_F32).reshape(x.shape if x.ndim in (1, 2) else x2.shape)
+
+
+def _normalize_f32(x: np.ndarray, norm: str) -> np.ndarray:
+    """Rows of float32 in float32, as onnxruntime computes them: four NumPy calls where the
+    float64 round trip took eight (half a batch-1 Normalizer's time)."""
+    if norm == "L1":
+        d = np.add.reduce(np.abs(x), axis=1, keepdims=True)
+    elif norm == "MAX":
+        d = np.maximum.reduce(x, axis=1, keepdims=True)
+    elif norm == "L2":
+        d = np.sqrt(np.add.reduce(x * x, axis=1, keepdims=True))
+    else:
+        raise ValueError(f"Normalizer: unknown norm {norm!r}")
+    d[d == 0] = 1           # a zero norm leaves its row as it is
+    return x / d
 
 
 _FEW_ROWS = 16     # OneHotEncoder inputs up to this size take the dict lookup
@@ -249,12 +266,22 @@ class Scaler:
         a = node.attrs
         self.offset = np.asarray(a.get("offset") or [0.0], dtype=np.float64)
         self.scale = np.asarray(a.get("scale") or [1.0], dtype=np.float64)
+        # float32 rows are scaled in float32, as onnxruntime does (two NumPy calls where
+        # the float64 round trip took four)
+        self._offset32 = self.offset.astype(_F32)
+        self._scale32 = self.scale.astype(_F32)
+        self._widths: set[int] = set()     # feature counts already checked
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        for p, what in ((self.offset, "offset"), (self.scale, "scale")):
-            if p.size != 1 and (x.ndim == 0 or x.shape[-1] != p.size):
-                raise ValueError(f"Scaler: {what} has {p.size} values for {x.shape[-1]} "
-                                 f"features")
+        w = x.shape[-1] if x.ndim else -1
+        if w not in self._widths:
+            for p, what in ((self.offset, "offset"), (self.scale, "scale")):
+                if p.size != 1 and w != p.size:
+                    raise ValueError(f"Scaler: {what} has {p.size} values for "
+                                     f"{x.shape[-1] if x.ndim else 0} features")
+            self._widths.add(w)
+        if x.dtype == _F32:
+            return (x - self._offset32) * self._scale32
         return ((x.astype(np.float64) - self.offset) * self.scale).astype(_F32)
 
 
