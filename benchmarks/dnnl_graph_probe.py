@@ -295,8 +295,9 @@ CASES = {
 def sessions(data: bytes, threads: int) -> dict[str, Any]:
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
+    opts = {"num_of_threads": threads} if library.load().cpu_runtime == "OpenMP" else {}
     dnnl = ort.InferenceSession(data, so, providers=[
-        ("DnnlExecutionProvider", {"num_of_threads": threads}), "CPUExecutionProvider"])
+        ("DnnlExecutionProvider", opts), "CPUExecutionProvider"])
     info = dnnl.get_provider_graph_assignment_info()
     on = sum(len(g.get_nodes()) for g in info if g.ep_name == "DnnlExecutionProvider")
     so2 = ort.SessionOptions()
