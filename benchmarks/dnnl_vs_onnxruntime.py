@@ -39,7 +39,15 @@ def dnnl_session(data: bytes, threads: int) -> ort.InferenceSession:
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     return ort.InferenceSession(data, so, providers=[
-        ("DnnlExecutionProvider", {"num_of_threads": threads}), "CPUExecutionProvider"])
+        ("DnnlExecutionProvider", dnnl_options(threads)), "CPUExecutionProvider"])
+
+
+def dnnl_options(threads: int) -> dict:
+    """num_of_threads where the library's threads are OpenMP's (the SYCL build refuses it:
+    its CPU threads belong to the OpenCL runtime)."""
+    from onnxrt.providers.dnnl import library
+
+    return {"num_of_threads": threads} if library.load().cpu_runtime == "OpenMP" else {}
 
 
 def transformer_cases() -> dict:

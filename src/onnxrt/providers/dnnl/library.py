@@ -17,6 +17,7 @@ import ctypes
 import ctypes.util
 import glob
 import os
+import re
 import sys
 import threading
 from typing import Any, Sequence
@@ -92,10 +93,24 @@ def dims(values: Sequence[int]) -> Any:
 
 
 def _candidates() -> list[str]:
+    """``libdnnl.so.3`` first, then the versioned names (``libdnnl.so.3.2``...), per folder.
+
+    Both wheels install ``lib/libdnnl.so.3``: with both in one environment that name holds
+    the build installed last and the other survives only under its versioned name, tried
+    when the first fails. Wheels cannot hold symlinks, so a folder's names are often copies
+    of one file: one path per distinct size is kept (one error per build, not per copy)."""
     out = []
     for prefix in dict.fromkeys([sys.prefix, sys.base_prefix, os.path.dirname(
             os.path.dirname(sys.executable))]):
-        out.extend(sorted(glob.glob(os.path.join(prefix, "lib", "libdnnl.so.3*"))))
+        seen: set[int] = set()
+        for path in sorted(glob.glob(os.path.join(prefix, "lib", "libdnnl.so.3*"))):
+            try:
+                size = os.path.getsize(path)
+            except OSError:
+                continue
+            if size not in seen:
+                seen.add(size)
+                out.append(path)
     found = ctypes.util.find_library("dnnl")
     if found:
         out.append(found)
@@ -111,20 +126,59 @@ def _sycl_cpu_env(path: str) -> None:
         os.environ["OCL_ICD_FILENAMES"] = sorted(ocl)[0]
 
 
+def _no_sycl_cpu(path: str) -> str:
+    """Why the SYCL build found no CPU device, in terms a user can act on."""
+    named = os.environ.get("OCL_ICD_FILENAMES", "")
+    if not named:     # _sycl_cpu_env found no libintelocl.so beside it either
+        cause = ("OCL_ICD_FILENAMES is unset and there is no libintelocl.so (the "
+                 "intel-opencl-rt package's OpenCL CPU runtime) beside it")
+    elif not os.path.exists(named):
+        cause = f"OCL_ICD_FILENAMES names {named}, which does not exist"
+    else:
+        cause = (f"the OpenCL runtime OCL_ICD_FILENAMES names ({named}) offers no CPU "
+                 f"device to SYCL on this machine")
+    return (f"{path} is oneDNN's SYCL build and its CPU engine found no SYCL CPU device: "
+            f"{cause}; the onednn-cpu-gomp package (OpenMP) needs no OpenCL")
+
+
+_dlopen = ctypes.CDLL
+_MISSING = re.compile(r"^(\S+): cannot open shared object file")
+
+
+def _open(path: str, depth: int = 0) -> ctypes.CDLL:
+    """``path`` opened with the libraries it needs from its own folder loaded first: the
+    wheels put libdnnl's dependencies (the SYCL build's libtbb, libsycl, libsvml...) beside
+    it without a RUNPATH, and the environment's ``lib/`` is not on the loader's path."""
+    folder = os.path.dirname(path)
+    for _ in range(64):
+        try:
+            return _dlopen(path)
+        except OSError as e:
+            m = _MISSING.match(str(e))
+            dep = os.path.join(folder, m.group(1)) if m else ""
+            if not dep or not os.path.exists(dep) or depth > 8:
+                raise
+            _open(dep, depth + 1)   # once loaded, its soname satisfies ``path``'s need
+    raise OSError(f"{path}: too many missing libraries")
+
+
 class Dnnl:
     """One loaded libdnnl with a CPU engine and an in-order stream."""
 
     def __init__(self, path: str) -> None:
-        lib = ctypes.CDLL(path)
+        lib = _open(path)
         self.lib, self.path = lib, path
         lib.dnnl_version.restype = ctypes.POINTER(_Version)
         v = lib.dnnl_version().contents
         self.version = f"{v.major}.{v.minor}.{v.patch}"
         self.cpu_runtime = _RUNTIMES.get(v.cpu_runtime, str(v.cpu_runtime))
-        if v.major < 3:
+        if v.major != 3:
+            # enum values and argument lists here are oneDNN 3.x's (its ABI); 4.x may differ
             raise RuntimeError(f"{path} is oneDNN {self.version}; onnxrt needs oneDNN 3.x")
         if self.cpu_runtime == "SYCL":
             _sycl_cpu_env(path)
+            if lib.dnnl_engine_get_count(1) == 0:
+                raise RuntimeError(_no_sycl_cpu(path))
         lib.dnnl_memory_desc_get_size.restype = ctypes.c_size_t
         lib.dnnl_memory_desc_equal.restype = ctypes.c_int
         self.engine = ctypes.c_void_p()
