@@ -356,6 +356,7 @@ def test_hot_pool_items_errors_parking_and_allow_spinning(monkeypatch):
     x = rand(256, 64, seed=5)
     from onnxrt.providers.cpu.nn import conv_jit
     monkeypatch.setattr(conv_jit, "_GEMM_PAR_MIN", 0)
+    monkeypatch.setattr(conv_jit, "_CHANNEL_SPLIT_MIN", 0)
     for spin in ("1", "0"):
         so = ort.SessionOptions()
         so.intra_op_num_threads = t

@@ -91,6 +91,7 @@ CASES = [  # input shape, weight shape, attributes
 def test_dense_conv_matches_onnxruntime(xs, ws, attrs, spread, form, monkeypatch):
     if spread != "one":         # small shapes: spread them anyway
         monkeypatch.setattr(conv_jit, "_GEMM_PAR_MIN", 0)
+        monkeypatch.setattr(conv_jit, "_CHANNEL_SPLIT_MIN", 0)
     # the compiled conv even for the small 1x1 convs that take one matmul (conv._tiny_1x1)
     from onnxrt.providers.cpu.nn import conv as conv_mod
     monkeypatch.setattr(conv_mod, "_TINY_MACS", 0)
@@ -126,6 +127,7 @@ def test_dense_conv_matches_onnxruntime(xs, ws, attrs, spread, form, monkeypatch
 @pytest.mark.parametrize("taps", [False, True])
 def test_fused_conv_epilogue_with_z(act, params, threads, taps, monkeypatch):
     monkeypatch.setattr(conv_jit, "_GEMM_PAR_MIN", 0)
+    monkeypatch.setattr(conv_jit, "_CHANNEL_SPLIT_MIN", 0)
     monkeypatch.setattr(conv_jit, "_TAPS_MIN_C", 1 if taps else 1 << 30)
     from onnxrt.providers.cpu.nn import conv as conv_mod
     monkeypatch.setattr(conv_mod, "_TINY_COLS_MACS", 0)     # the compiled conv, small as it is
@@ -212,6 +214,7 @@ def test_split_runs_on_several_threads(native, monkeypatch):
     if pool is None or not pool.native:
         pytest.skip("no hot pool with a native serving loop here (numba or BLAS missing)")
     monkeypatch.setattr(conv_jit, "_GEMM_PAR_MIN", 0)
+    monkeypatch.setattr(conv_jit, "_CHANNEL_SPLIT_MIN", 0)
     if not native:      # the sessions' own pools: no native serving loop
         monkeypatch.setattr(hotpool, "_NATIVE", [])
     seen: set[int] = set()
@@ -278,6 +281,7 @@ def test_one_image_splits_in_bands_or_channel_blocks(xs, ws, attrs, split, monke
     """Fewer images than threads: bands of rows while each thread keeps _MIN_SPLIT_COLS
     output columns, else blocks of output channels; either way every output once."""
     monkeypatch.setattr(conv_jit, "_GEMM_PAR_MIN", 0)
+    monkeypatch.setattr(conv_jit, "_CHANNEL_SPLIT_MIN", 0)
     monkeypatch.setattr(conv_jit, "_TAPS_MIN_C", 64)
     from onnxrt.providers.cpu.nn import conv as conv_mod
     monkeypatch.setattr(conv_mod, "_TINY_MACS", 0)      # the compiled conv for 1x1 too
@@ -345,3 +349,34 @@ def test_tiny_dense_conv_matches_onnxruntime(xs, ws, attrs, epi, monkeypatch):
     y, conv = _ours(mb, feeds, 2)
     np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-5)
     assert calls and all(calls)
+
+
+@needs_numba
+@pytest.mark.parametrize("xs,ws,mode", [
+    ((1, 64, 49, 10), (64, 64, 1, 1), "one"),     # a keyword spotter's 1x1: 4.0M flops
+    ((1, 96, 7, 7), (576, 96, 1, 1), "one"),      # MobileNetV3's expansion on 7x7: 5.4M
+    ((1, 256, 14, 14), (256, 256, 1, 1), "channels"),     # 25.7M: worth two threads
+    ((1, 16, 56, 56), (72, 16, 1, 1), "rows"),    # 7.2M, bands keep >= 256 columns each
+])
+def test_channel_block_split_only_for_large_convs(xs, ws, mode, monkeypatch):
+    """One image whose rows cannot be shared in bands of _MIN_SPLIT_COLS columns is split
+    in blocks of output channels only from _CHANNEL_SPLIT_MIN flops; below, one thread runs
+    it (its threads' thin products over the same few columns ran slower than one). The
+    output matches onnxruntime either way."""
+    from onnxrt.providers.cpu.nn import conv as conv_mod
+    monkeypatch.setattr(conv_mod, "_TINY_MACS", 0)      # the compiled conv for 1x1 too
+    monkeypatch.setattr(conv_mod, "_TINY_COLS_MACS", 0)
+    x = np.random.default_rng(11).standard_normal(xs).astype(np.float32)
+    mb = _conv_model(xs, ws, {}, act="Relu")
+    y, conv = _ours(mb, {"x": x}, 2)
+    np.testing.assert_allclose(y, np.maximum(_ort(_conv_model(xs, ws, {}), {"x": x}), 0),
+                               rtol=1e-4, atol=1e-4)
+    (items, got), = conv._gemm._plans.values()
+    if mode == "one":
+        assert got == "one"
+    else:
+        assert got == "split"
+        blocks = {(m0, m1) for *_, m0, m1 in items}
+        bands = {(r0, r1) for _, r0, r1, _, _ in items}
+        assert (len(blocks), len(bands) >= 2) == ((2, False) if mode == "channels" else
+                                                  (1, True))

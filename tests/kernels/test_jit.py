@@ -421,6 +421,7 @@ def test_a_run_compiles_nothing():
     with pytest.MonkeyPatch.context() as mp:     # every kernel big enough to be split
         mp.setattr(jit, "_PAR_MIN_WORK", 0)
         mp.setattr(conv_jit, "_GEMM_PAR_MIN", 0)
+        mp.setattr(conv_jit, "_CHANNEL_SPLIT_MIN", 0)
         mp.setattr(jit, "_MM_SPLIT_MIN", 0)
         y = s.run(None, {"x": x})[0]
     np.testing.assert_allclose(y, _ort(mb, x), rtol=1e-4, atol=1e-3)

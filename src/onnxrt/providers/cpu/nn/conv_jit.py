@@ -178,6 +178,11 @@ _GEMM_PAR_MIN = 4_000_000
 # a conv of fewer images than threads is split in bands of rows while every thread's share
 # keeps this many output columns, else in blocks of output channels
 _MIN_SPLIT_COLS = 256
+# ... but in blocks of output channels only from this many flops: each thread's product
+# then has a fraction of the rows over the same few columns, and a 1x1 conv of 64 -> 64
+# channels on 490 pixels (4.0M flops) took 283 us split against 138 on one thread (one
+# node under the lock), MobileNetV3's 96 -> 576 on 7x7 (5.4M) 422 against 275
+_CHANNEL_SPLIT_MIN = 16_000_000
 
 
 class GemmConv:
@@ -260,8 +265,10 @@ class GemmConv:
                 if ow * (oh // more) >= _MIN_SPLIT_COLS:
                     # bands of rows, each thread's share >= _MIN_SPLIT_COLS columns
                     band = min(band, -(-oh // more))
-                else:
+                elif flops >= _CHANNEL_SPLIT_MIN:
                     parts = more    # blocks of channels (each thread its own im2col)
+                else:
+                    mode = "one"
         if mode == "split" and parts == 1:
             # bands of equal work: as many per (image, group) block as make the blocks a
             # multiple of the threads, where the threads get few of them
