@@ -64,6 +64,14 @@ def _reduce(x: Any, axes: list[int], keepdims: bool, combine: Any, init: Any,
     return te.compute(out_shape, body, name=name)
 
 
+def _dtype(e: Any) -> str:
+    """The element type of a Relax expression, "" when it has none (TVM gives it as a
+    PrimType in some builds, as a data type in others)."""
+    d = getattr(getattr(e, "ty", None), "dtype", None)
+    d = getattr(d, "dtype", d)
+    return "" if d is None else str(d)
+
+
 def _extreme(dtype: str, sign: int) -> Any:
     from tvm import tir
 
@@ -75,7 +83,7 @@ def _max_min(largest: bool) -> Any:
         from tvm import te
 
         x = call.args[0]
-        dtype = x.ty.dtype
+        dtype = _dtype(x)
 
         def f(t: Any, axis: Any, keepdims: bool) -> Any:
             pick = te.max if largest else te.min
@@ -96,10 +104,10 @@ def _arg(largest: bool) -> Any:
         from tvm import tir
 
         x = call.args[0]
-        dtype = x.ty.dtype
+        dtype = _dtype(x)
         if not dtype.startswith(("float", "bfloat")):
             return _default(bb, call)
-        idx_dtype = call.ty.dtype
+        idx_dtype = _dtype(call)
 
         def combine(lhs: Any, rhs: Any) -> Any:
             better = (rhs[1] > lhs[1]) if largest else (rhs[1] < lhs[1])
@@ -139,7 +147,7 @@ def _default(bb: Any, call: Any) -> Any:
 
 
 def _is_f16(e: Any) -> bool:
-    return getattr(getattr(e, "ty", None), "dtype", None) == "float16"
+    return _dtype(e) == "float16"
 
 
 def _wide(bb: Any, call: Any) -> Any:
