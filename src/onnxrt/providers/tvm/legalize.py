@@ -73,7 +73,7 @@ def _dtype(e: Any) -> str:
 
 
 def _extreme(dtype: str, sign: int) -> Any:
-    from tvm import tir
+    from tvm import tirx as tir
 
     return tir.const(sign * float("inf"), dtype)
 
@@ -101,7 +101,7 @@ def _max_min(largest: bool) -> Any:
 
 def _arg(largest: bool) -> Any:
     def lower(bb: Any, call: Any) -> Any:
-        from tvm import tir
+        from tvm import tirx as tir
 
         x = call.args[0]
         dtype = _dtype(x)
@@ -158,7 +158,7 @@ def _wide(bb: Any, call: Any) -> Any:
         # Einsum's operands come as a tuple, written out or bound to a variable
         if isinstance(e, relax.Tuple):
             return list(e.fields)
-        n = len(getattr(getattr(e, "struct_info", None), "fields", None) or ())
+        n = len(getattr(getattr(e, "ty", None), "fields", None) or ())
         return [bb.normalize(relax.TupleGetItem(e, i)) for i in range(n)] if n else None
 
     if not _is_f16(call) or not any(
@@ -174,7 +174,7 @@ def _wide(bb: Any, call: Any) -> Any:
         return bb.emit(_default(bb, bb.normalize(relax.op.astype(e, "float32"))))
 
     wide = bb.normalize(relax.Call(call.op, [up(a) for a in call.args], call.attrs,
-                                   call.sinfo_args))
+                                   call.ty_args))
     out = bb.emit(_default(bb, wide))
     return _default(bb, bb.normalize(relax.op.astype(out, "float16")))
 
