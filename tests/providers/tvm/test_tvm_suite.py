@@ -31,6 +31,9 @@ REPRESENTATIVE = [
     "prelu_example", "reciprocal", "relu", "selu", "sigmoid", "sign", "sin",
     "softmax_axis_1", "split_equal_parts_2d", "sqrt", "sub", "sum_example",
     "tanh", "tile", "where_example", "xor2d",
+    # once wrong through TVM: a fully masked attention row, float16 attention and conv
+    "attention_23_boolmask_fullymasked_row_nan_robustness_expanded",
+    "attention_4d_fp16_expanded", "causal_conv_with_state_silu_fp16_expanded",
 ]
 
 # cases where a known TVM difference keeps a node on the CPU (rules.py), and groups of data
@@ -70,25 +73,14 @@ HOST_FALLBACK: dict[str, str] = {
     "causal_conv_with_state_kernel_size_one_expanded": "Invalid DLTensor file format",
 }
 
-# cases (of the full suite) whose numbers differ and whose culprit was not isolated to a
-# rule narrower than a whole op; each is expected to fail (strictly: one that starts
-# passing fails)
+# cases (of the full suite) whose numbers differ; each is expected to fail (strictly: one
+# that starts passing fails). The fully masked attention rows (TVM's max reduction started
+# from -3.4e38, not -inf) and the float16 chains (TVM summed float16 in float16) are lowered
+# as the spec has them (legalize.py); one float16 case is still off
 DIFFERS: dict[str, str] = {
-    **{n: "a fully masked row (every score -inf): TVM's compiled chain gives NaN where the "
-          "spec's function gives 0" for n in (
-        "attention_23_boolmask_fullymasked_row_nan_robustness_expanded",
-        "attention_24_qk_matmul_output_mode3_softmax_precision_expanded",
-        "attention_causal_boolmask_nan_robustness_expanded",
-        "attention_local_window_gqa_rank4_mask_expanded",
-        "attention_4d_causal_nonpad_negative_offset_structural_empty_expanded",
-        "attention_23_fullymasked_qk_matmul_output_mode3_zero_expanded",
-        "attention_24_fullymasked_qk_matmul_output_mode3_zero_expanded")},
-    **{n: "float16 chains: TVM's values are 2-4 float16 steps from the spec's (the "
-          "suite's tolerance is 1e-3 relative); the op was not isolated" for n in (
-        "attention_4d_fp16_expanded", "attention_4d_causal_fp16_expanded",
-        "attention_4d_gqa_with_past_and_present_fp16_expanded",
-        "attention_4d_gqa_causal_nonpad_decode_fp16_expanded",
-        "causal_conv_with_state_silu_fp16_expanded")},
+    "attention_4d_causal_fp16_expanded": "float16 Softmax computed in float32 and rounded "
+    "once: 2 of 192 outputs 2 float16 steps from the stored ones (declining Softmax alone "
+    "makes it pass)",
 }
 
 FULL = os.environ.get("ONNXRT_TVM_FULL_SUITE") == "1"

@@ -16,7 +16,7 @@ from typing import Any, Callable
 import numpy as np
 import onnx
 
-from onnxrt.providers.tvm import runtime
+from onnxrt.providers.tvm import legalize, runtime
 from onnxrt.providers.tvm.options import Settings
 
 __all__ = ["cache_key", "build_runner"]
@@ -28,6 +28,7 @@ def cache_key(model: onnx.ModelProto, s: Settings) -> str:
     h.update(runtime.version().encode())
     h.update(s.target_key().encode())
     h.update(str(s.opt_level).encode())
+    h.update(legalize.VERSION.encode())
     if s.tuning_dir:
         for n in ("database_workload.json", "database_tuning_record.json"):
             with open(os.path.join(s.tuning_dir, n), "rb") as f:
@@ -45,6 +46,7 @@ def _compile(model: onnx.ModelProto, s: Settings) -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         mod = from_onnx(model, dtype_dict=_dtypes(model), keep_params_in_input=False)
+    mod = legalize.apply(mod)
     target = tvm.target.Target(s.target)
     with tvm.transform.PassContext(opt_level=s.opt_level):
         if s.tuning_dir:
