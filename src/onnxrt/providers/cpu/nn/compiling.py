@@ -12,11 +12,14 @@ child process while sessions take the NumPy paths.
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import threading
 from typing import Any, Callable
 
 from onnxrt.framework import warmup
+
+_LOG = logging.getLogger("onnxrt")
 
 __all__ = ["available", "enabled", "set_enabled", "wait_compiled", "njit", "compile_once",
            "numba_module"]
@@ -94,7 +97,14 @@ def compile_once(slot: list[Any], build: Callable[[Any], Any]) -> Any:
                 if numba is not None:
                     try:
                         fn = build(numba)
-                    except Exception:
+                    except Exception as e:
+                        # said, not swallowed: a NumPy path may differ from the compiled
+                        # one in the last bits (an int4 decoder's logits by ~1e-2), and a
+                        # kernel that fails to load must not pass for one that is off
+                        _LOG.warning("onnxrt: compiling %s.%s failed (%s: %s); its NumPy "
+                                     "path runs", getattr(build, "__module__", "?"),
+                                     getattr(build, "__qualname__", "build"),
+                                     type(e).__name__, e)
                         fn = None
                 slot.append(fn)
     return slot[0]
