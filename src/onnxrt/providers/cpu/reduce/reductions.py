@@ -20,11 +20,15 @@ from onnxrt.providers.cpu.elementwise import trunc_divide
 Axes = tuple[int, ...]
 
 
+_F32 = np.dtype(np.float32)
+_F16 = np.dtype(np.float16)
+
+
 def _acc_dtype(dt: np.dtype) -> np.dtype:
     """Accumulate narrow floats in float32; every other type in itself (NumPy would widen
     small integers to int64)."""
-    if dt.kind == "V" or dt == np.float16:
-        return np.dtype(np.float32)
+    if dt.kind == "V" or dt == _F16:
+        return _F32
     return dt
 
 

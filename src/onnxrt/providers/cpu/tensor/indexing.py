@@ -41,6 +41,31 @@ def _check_range(idx: np.ndarray, dim: int, op: str, what: str = "axis") -> np.n
 # -- Gather family ---------------------------------------------------------------------------
 
 @CPU.kernel("Gather", since=1)
+class Gather:
+    """Constant 1-D integer indices (a shape's entries picked by a model's shape arithmetic)
+    range-checked once per (rank, size of the gathered axis); the rest through ``gather``."""
+
+    def __init__(self, node: Any) -> None:
+        self.axis = int(node.attrs.get("axis", 0))
+        c = node.constant_inputs.get(1)
+        idx = None if c is None else np.asarray(c)
+        ok = idx is not None and idx.ndim == 1 and idx.dtype.kind in "iu" and 0 < idx.size <= 16
+        self.idx = idx.astype(np.intp) if ok else None   # NumPy wraps negatives itself
+        self._checked: set[tuple[int, int]] = set()
+
+    def __call__(self, data, indices):
+        if self.idx is None or type(data) is not np.ndarray:
+            return gather(data, indices, axis=self.axis)
+        ax = self.axis
+        key = (data.ndim, data.shape[ax] if -data.ndim <= ax < data.ndim else -1)
+        if key not in self._checked:
+            out = gather(data, self.idx, axis=ax)   # raises on a bad axis or index
+            if len(self._checked) < 16:
+                self._checked.add(key)
+            return out
+        return data[self.idx] if key[0] == 1 else np.take(data, self.idx, axis=ax)
+
+
 def gather(data, indices, *, axis=0):
     data = np.asarray(data)
     ax = _axis(axis, data.ndim, "Gather")
